@@ -1,0 +1,1 @@
+"""lowbit-lab's shared library: formats, block scaling, observers, QAT, theory, and the pipeline stages."""

@@ -1,0 +1,239 @@
+"""Quantize-dequantize ("fake quantization") onto any registered format.
+
+``quantize(x, fmt)`` returns a tensor of the same shape and dtype as ``x`` whose every value is exactly
+representable in ``fmt``. The arithmetic is exact: work happens in float32 with multiplications by exact powers
+of two, so the result equals rounding the real number ``x`` onto the format's grid.
+
+Rounding (``rounding=``), for a value between two neighbouring grid points ``lo < hi``:
+
+* ``"rne"`` -- nearest; a tie goes to the neighbour that is an *even* multiple of the gap ``hi - lo``. For
+  IEEE-like formats this is the usual ties-to-even-mantissa. For a power-of-two grid (E8M0, the HiF8 denormal
+  tier) the gap is ``lo`` itself, so a tie goes up, as ml_dtypes does for E8M0; it is also what the HiF8
+  reference formula ``floor(|x| 2^(mb-e) + 0.5)`` becomes with round-half-even in place of round-half-up.
+* ``"away"`` -- nearest, ties away from zero (HiF8's "TA", the default for ``hif8``).
+* ``"stochastic"`` -- ``hi`` with probability ``(x - lo) / (hi - lo)``, else ``lo`` (unbiased up to float32
+  resolution of the uniform draw); the draws come from ``generator`` so results are seeded.
+
+``rounding=None`` uses the format's default (``"rne"`` everywhere except ``"away"`` for HiF8).
+
+Overflow (``overflow=``), for magnitudes that round beyond the largest finite value ``max`` (``+-Inf`` inputs
+included):
+
+* ``"saturate"`` (default) -- clamp to ``+-max``;
+* ``"inf_nan"`` -- ``+-Inf`` if the format has Inf (E5M2, HiF8, BF16, FP32), else NaN (E4M3FN, E8M0, UE4M3,
+  UE5M3, symmetric INT). Formats with neither (E2M1, E3M2, E2M3, binary) reject this policy.
+
+Other edges, stated once for every format:
+
+* NaN in gives NaN out (for formats without a NaN code too: no finite value would be honest).
+* Unsigned formats: a negative input is out of range: ``"saturate"`` gives the smallest value (0, or 2^-127
+  for E8M0), ``"inf_nan"`` gives NaN. ``-0.0`` gives ``+0.0``.
+* Formats without zero (E8M0): a positive value below the smallest value rounds to it; zero itself gives the
+  smallest value under ``"saturate"`` and NaN under ``"inf_nan"`` (as ml_dtypes' float8_e8m0fnu).
+* Signed formats keep the sign of zero where the format has -0.0 (FLOAT); elsewhere -0.0 comes back as -0.0 in
+  the float tensor but encodes to the single zero code.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .registry import get_format
+from .spec import Family, Format
+
+ROUNDINGS = ("rne", "away", "stochastic")
+OVERFLOWS = ("saturate", "inf_nan")
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16)
+CHUNK = 1 << 17  # elements per pass: keeps the temporaries of one chunk inside the L2 cache
+
+
+def quantize(
+    x: torch.Tensor,
+    fmt: str | Format,
+    *,
+    rounding: str | None = None,
+    overflow: str = "saturate",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Round ``x`` onto the grid of ``fmt`` and return it in ``x``'s dtype and shape (see module docstring)."""
+    fmt = get_format(fmt)
+    rounding = check_rounding(rounding, fmt)
+    check_overflow(overflow, fmt)
+    x32 = as_float32(x).contiguous()
+    out = torch.empty_like(x32)
+    flat_in, flat_out = x32.view(-1), out.view(-1)
+    for start in range(0, flat_in.numel(), CHUNK):
+        chunk = flat_in[start : start + CHUNK]
+        flat_out[start : start + CHUNK] = quantize_float32(chunk, fmt, rounding, overflow, generator)
+    return out if x.dtype == torch.float32 else out.to(x.dtype)
+
+
+def quantize_float32(
+    x: torch.Tensor, fmt: Format, rounding: str, overflow: str, generator: torch.Generator | None
+) -> torch.Tensor:
+    """The kernel on a float32 tensor, arguments already validated (no chunking; returns a new tensor)."""
+    if fmt.family is Family.BINARY:
+        return _round_binary(x, rounding, generator)
+    ax = x.abs()
+    if overflow == "saturate":
+        ax.clamp_(max=fmt.max)  # rounding max or anything above it gives max: clamping first is exact
+    q = _MAGNITUDE_RULES[_rule_key(fmt)](ax, fmt, rounding, generator)
+    return _apply_range(q, x, ax, fmt, overflow)
+
+
+# --------------------------------------------------------------------------------------------- validation
+def check_rounding(rounding: str | None, fmt: Format) -> str:
+    rounding = fmt.default_rounding if rounding is None else rounding
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}; valid roundings: {', '.join(ROUNDINGS)}")
+    return rounding
+
+
+def check_overflow(overflow: str, fmt: Format) -> None:
+    if overflow not in OVERFLOWS:
+        raise ValueError(f"unknown overflow {overflow!r}; valid policies: {', '.join(OVERFLOWS)}")
+    if overflow == "inf_nan" and not (fmt.has_inf or fmt.has_nan):
+        raise ValueError(
+            f"overflow='inf_nan' is impossible for format {fmt.name!r}: it has no Inf and no NaN code; "
+            "use overflow='saturate'"
+        )
+
+
+def as_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as float32 (exact for the supported dtypes); anything else is a ``ValueError`` naming the dtype."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"unsupported dtype {x.dtype}; quantize takes {', '.join(str(d) for d in SUPPORTED_DTYPES)} "
+            "(cast float16/float64 yourself: a silent cast would round twice)"
+        )
+    return x.float()
+
+
+# ------------------------------------------------------------------------------------------ rounding rules
+def _round_half(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Round non-negative ``y`` to an integer, in place where possible."""
+    if rounding == "rne":
+        return y.round_()
+    if rounding == "away":
+        return y.add_(0.5).floor_()
+    return y.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype)).floor_()
+
+
+def _pow2(n: torch.Tensor) -> torch.Tensor:
+    """Exact float32 ``2^n`` for integer ``n`` in [-126, 127], built from the bit pattern."""
+    return ((n + 127) << 23).view(torch.float32)
+
+
+def _mul_pow2(x: torch.Tensor, n: torch.Tensor, split: bool) -> torch.Tensor:
+    """``x * 2^n`` exactly; ``split`` multiplies by two factors when ``n`` may leave [-126, 127]."""
+    if not split:
+        return x.mul_(_pow2(n))
+    half = n >> 1
+    return x.mul_(_pow2(half)).mul_(_pow2(n - half))
+
+
+def _round_binades(ax: torch.Tensor, fmt: Format, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Magnitudes of FLOAT and TAPERED formats.
+
+    With ``e = floor(log2 |x|)`` clamped to the format's binades and ``mb(e)`` the mantissa bits of binade e
+    (constant for FLOAT, by tier for HiF8, 0 in HiF8's power-of-two denormal tier; clamping e at the lowest
+    binade gives the fixed subnormal step): ``q = R(|x| 2^(mb - e)) 2^(e - mb)``, R the integer rounding. This is
+    the HiF8 reference formula (``hif8.md``) and IEEE rounding alike. The powers of two are built from the
+    biased exponent ``E = e + 127`` as float32 bit patterns: ``2^(mb - e)`` has bits ``(254 + mb - E) << 23``.
+    """
+    e_floor, e_top, mb_table, split = _binade_constants(fmt)
+    biased = (ax.view(torch.int32) >> 23).clamp_(e_floor + 127, e_top + 127)
+    mb = mb_table.index_select(0, biased - (e_floor + 127)) if mb_table is not None else fmt.mantissa_bits
+    if split:
+        shift = mb - (biased - 127)
+        y = _mul_pow2(ax.clone(), shift, split=True)
+        return _mul_pow2(_round_half(y, rounding, generator), shift.neg_(), split=True)
+    up = ((254 + mb) - biased).bitwise_left_shift_(23).view(torch.float32)
+    down = biased.sub_(mb).bitwise_left_shift_(23).view(torch.float32)
+    return _round_half(ax * up, rounding, generator).mul_(down)
+
+
+def _round_fp32_prefix(ax: torch.Tensor, fmt: Format, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Magnitudes of formats sharing float32's exponent field (BF16, FP32): round the bit pattern's low bits.
+
+    Dropping ``23 - m`` low bits of the float32 pattern is exact rounding to ``m`` mantissa bits, subnormals
+    included; a carry into the exponent is the step to the next binade, and into the all-ones exponent is
+    overflow (handled by the caller).
+    """
+    drop = 23 - fmt.mantissa_bits
+    if drop == 0:
+        return ax.clone()
+    bits = ax.view(torch.int32)
+    half = 1 << (drop - 1)
+    if rounding == "rne":
+        bits = bits + (half - 1) + ((bits >> drop) & 1)
+    elif rounding == "away":
+        bits = bits + half
+    else:
+        bits = bits + torch.randint(0, 1 << drop, bits.shape, generator=generator, dtype=torch.int32)
+    q = (bits & ~((1 << drop) - 1)).view(torch.float32)
+    # NaN patterns may have carried; Inf input carried into a NaN pattern: restore both, range is checked later.
+    return torch.where(ax.isfinite(), q, ax)
+
+
+def _round_int(ax: torch.Tensor, fmt: Format, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Magnitudes of symmetric integer formats: ``R(|x|)`` (unbounded; the range is applied by the caller)."""
+    return _round_half(ax.clone(), rounding, generator)
+
+
+def _round_binary(x: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Binary {-1, +1}: the sign (``+0.0`` -> +1, ``-0.0`` -> -1); stochastic: +1 with probability (x + 1) / 2."""
+    if rounding == "stochastic":
+        p_plus = (x.clamp(-1.0, 1.0) + 1.0) * 0.5
+        u = torch.rand(x.shape, generator=generator, dtype=x.dtype)
+        q = torch.where(u < p_plus, 1.0, -1.0)
+    else:
+        q = torch.where(x.signbit(), -1.0, 1.0)
+    return torch.where(x.isnan(), x, q)
+
+
+_MAGNITUDE_RULES = {"binades": _round_binades, "fp32_prefix": _round_fp32_prefix, "int": _round_int}
+
+
+def _rule_key(fmt: Format) -> str:
+    if fmt.family is Family.INT:
+        return "int"
+    if fmt.family is Family.FLOAT and fmt.exponent_bits == 8 and fmt.bias == 127 and fmt.subnormals:
+        return "fp32_prefix"
+    return "binades"
+
+
+_BINADE_CACHE: dict[str, tuple[int, int, torch.Tensor | None, bool]] = {}
+
+
+def _binade_constants(fmt: Format) -> tuple[int, int, torch.Tensor | None, bool]:
+    """(lowest binade exponent, top binade exponent, mantissa-bits table or None, needs split pow2)."""
+    if fmt.name not in _BINADE_CACHE:
+        if fmt.family is Family.TAPERED:
+            table = fmt.mantissa_bits_by_exponent
+            e_floor, e_top = min(table), max(table)
+            mb_table = torch.tensor([table[e] for e in range(e_floor, e_top + 1)], dtype=torch.int32)
+            mb_lo, mb_hi = int(mb_table.min()), int(mb_table.max())
+        else:
+            e_floor, e_top, mb_table = fmt.min_exponent, fmt.max_exponent, None
+            mb_lo = mb_hi = fmt.mantissa_bits
+        # shift = mb - e and its negation must both stay inside [-126, 127] for the one-factor power of two
+        lo, hi = mb_lo - e_top, mb_hi - e_floor
+        split = not (lo >= -126 and hi <= 126 and -hi >= -126 and -lo <= 126)
+        _BINADE_CACHE[fmt.name] = (e_floor, e_top, mb_table, split)
+    return _BINADE_CACHE[fmt.name]
+
+
+def _apply_range(q: torch.Tensor, x: torch.Tensor, ax: torch.Tensor, fmt: Format, overflow: str) -> torch.Tensor:
+    """Overflow policy, zero-less and unsigned formats, then the sign (see the module docstring)."""
+    if overflow == "inf_nan":
+        q = torch.where(q > fmt.max, float("inf") if fmt.has_inf else float("nan"), q)
+    if not fmt.has_zero:
+        zero_value = fmt.min_subnormal if overflow == "saturate" else float("nan")
+        q = torch.where(q == 0, torch.where(ax == 0, zero_value, fmt.min_subnormal), q)
+    if not fmt.signed:
+        below_range = fmt.min_subnormal if not fmt.has_zero else 0.0
+        return torch.where(x < 0, below_range if overflow == "saturate" else float("nan"), q)
+    return q.copysign_(x)

@@ -1,0 +1,135 @@
+"""Block (microscaling) quantize-dequantize: ``quantize_blocks``.
+
+Geometry: blocks are ``block_size`` consecutive elements along ``axis`` (default the last). When the axis
+length is not a multiple of the block size, the last block of each row is zero-padded; zeros change neither a
+block's max nor its error, and the padding is dropped from the result. A block size larger than the axis gives
+one block per row; ``block_size=None`` gives one block for the whole tensor (per-tensor scaling).
+
+Two-level ("hierarchical") scaling, ``global_scale="tensor"`` or ``"row"``: an FP32 scale
+``g = amax / (top * R)`` per tensor or per row (``row`` = every index of the other axes) is divided out first,
+block scales are chosen on ``x / g`` and ``g`` is multiplied back. ``top`` is the largest element value and
+``R`` the block-scale range the rule targets: the scale format's max for every rule (NVFP4:
+``g = amax / (6 * 448)``) except four_over_six, which keeps room for its x1.5 candidate (``g = amax / (6 * 256)``
+for E2M1 with UE4M3). ``amax`` ignores non-finite values; an all-zero (or all non-finite) tensor/row uses g = 1.
+
+Non-finite input: a NaN poisons only its own block (its scale and every value of the block become NaN; with a
+global scale too, because ``g`` ignores it). An Inf saturates: its block scale is the largest scale value.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from common.formats.quantize import CHUNK, as_float32
+from common.formats.registry import get_format
+from common.formats.spec import Format
+
+from .rules import ScaleRule, dequantize_blocks, get_rule
+
+GLOBAL_SCALES = ("tensor", "row")
+
+
+class BlockScales(NamedTuple):
+    """The scales behind a block quantization.
+
+    ``block``: one scale per block, shape ``(*other_dims, num_blocks)`` with the block axis last (one element
+    for per-tensor blocks); ``global_``: the FP32 global scale per tensor (shape ``()``) or per row
+    (``(*other_dims, 1)``), or None.
+    """
+
+    block: torch.Tensor
+    global_: torch.Tensor | None
+
+
+def quantize_blocks(
+    x: torch.Tensor,
+    elem: str | Format = "e2m1",
+    scale: str | Format = "ue4m3",
+    block_size: int | None = 16,
+    rule: str | ScaleRule = "absmax",
+    *,
+    prevent_zero: bool = False,
+    global_scale: str | None = None,
+    axis: int = -1,
+    return_scales: bool = False,
+    **rule_options: object,
+) -> torch.Tensor | tuple[torch.Tensor, BlockScales]:
+    """Quantize-dequantize ``x`` in blocks: elements in ``elem``, one ``scale``-format scale per block.
+
+    ``rule`` is a name from :data:`common.scaling.RULES` (absmax, prevent_zero, four_over_six, brute_force,
+    e8m0_floor, e8m0_rceil); ``prevent_zero`` modifies any rule; ``rule_options`` go to the rule (e.g.
+    ``criterion="mae"`` for four_over_six). Returns a tensor of ``x``'s shape and dtype, and with
+    ``return_scales=True`` also the :class:`BlockScales`. Geometry, global scales and non-finite input: see the
+    module docstring.
+    """
+    elem_fmt, scale_fmt = get_format(elem), get_format(scale)
+    scale_rule = get_rule(rule)
+    _check_block_args(block_size, global_scale, axis, x)
+    x32 = as_float32(x)
+    if x32.numel() == 0:
+        empty = x.clone()
+        return (empty, BlockScales(torch.empty(0), None)) if return_scales else empty
+    moved = x32.movedim(axis, -1) if x32.dim() else x32.reshape(1)
+    rows_shape, length = moved.shape[:-1], moved.shape[-1]
+    size = length if block_size is None else block_size
+    n_per_row = -(-length // size) if length else 0
+    padded_length = n_per_row * size
+    if block_size is None:
+        blocks = moved.reshape(1, -1)
+    else:
+        rows = moved.reshape(-1, length)
+        if padded_length != length:
+            rows = torch.nn.functional.pad(rows, (0, padded_length - length))
+        blocks = rows.reshape(-1, size)
+
+    g = _global_scale(moved, global_scale, scale_rule, scale_fmt, elem_fmt)
+    out = torch.empty_like(blocks)
+    scales = torch.empty(blocks.shape[0], 1, dtype=torch.float32)
+    blocks_per_chunk = max(1, CHUNK // max(size, 1))
+    g_per_block = None if g is None else g.reshape(-1, 1).expand(-1, n_per_row).reshape(-1, 1)
+    for start in range(0, blocks.shape[0], blocks_per_chunk):
+        stop = start + blocks_per_chunk
+        chunk = blocks[start:stop]
+        g_chunk = None if g is None else g_per_block[start:stop] if global_scale == "row" else g
+        if g_chunk is not None:
+            chunk = chunk / g_chunk
+        s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
+        dq = dequantize_blocks(chunk, s, elem_fmt)
+        out[start:stop] = dq if g_chunk is None else dq.mul_(g_chunk)
+        scales[start:stop] = s
+
+    if block_size is None:
+        result = out.reshape(moved.shape)
+    else:
+        result = out.reshape(-1, padded_length)[:, :length].reshape(moved.shape)
+    result = result.movedim(-1, axis) if x32.dim() else result.reshape(())
+    result = result.contiguous().to(x.dtype)
+    if not return_scales:
+        return result
+    block_scales = scales.reshape(*rows_shape, n_per_row) if block_size is not None else scales.reshape(1)
+    global_out = None if g is None else (g.reshape(()) if global_scale == "tensor" else g.reshape(*rows_shape, 1))
+    return result, BlockScales(block_scales, global_out)
+
+
+def _check_block_args(block_size: int | None, global_scale: str | None, axis: int, x: torch.Tensor) -> None:
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be an integer >= 1 or None (per tensor), got {block_size!r}")
+    if global_scale is not None and global_scale not in GLOBAL_SCALES:
+        raise ValueError(f"unknown global_scale {global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
+    if block_size is None and global_scale == "row":
+        raise ValueError("global_scale='row' needs blocks within rows; block_size=None is one block per tensor")
+    if isinstance(x, torch.Tensor) and x.dim() and not -x.dim() <= axis < x.dim():
+        raise ValueError(f"axis {axis} is out of range for a tensor of shape {tuple(x.shape)}")
+
+
+def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_fmt: Format,
+                  elem_fmt: Format) -> torch.Tensor | None:
+    """``g = amax / (top * R)`` per tensor (shape ``(1, 1)``) or per row (``(rows, 1)``); see module docstring."""
+    if mode is None:
+        return None
+    finite_abs = moved.abs().nan_to_num_(nan=0.0, posinf=0.0)
+    amax = finite_abs.amax() if mode == "tensor" else finite_abs.reshape(-1, moved.shape[-1]).amax(dim=-1)
+    g = amax.reshape(-1, 1) / (elem_fmt.max * rule.global_range(scale_fmt, elem_fmt))
+    return torch.where(g > 0, g, 1.0)

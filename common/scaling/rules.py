@@ -1,0 +1,207 @@
+"""Block scale selectors: pure functions with one signature, in a registry.
+
+Every rule maps a 2-D float32 tensor of blocks ``(num_blocks, block_size)`` to one scale per block
+``(num_blocks, 1)``; every returned scale is a value of the scale format, or 0 ("the block rounds to zero").
+The block is then dequantized as ``s * Q_elem(b / s)`` (round-to-nearest-even, saturating) and as 0 when
+``s = 0``. Notation: ``bmax = max |b|`` over the block, ``Q_S`` = round to nearest-even onto the scale format
+(saturating at its max), ``top`` and ``second`` = the largest and second-largest positive element values
+(6 and 4 for E2M1), ``SSE(s) = sum_i (b_i - s Q_elem(b_i / s))^2`` accumulated in float64.
+
+``prevent_zero=True`` modifies every rule: each candidate scale that rounds to 0 becomes the smallest positive
+scale value (2^-9 for UE4M3), so a block with a non-zero value never becomes all zeros through its scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from common.formats.quantize import quantize_float32
+from common.formats.spec import Family, Format
+
+PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool) -> torch.Tensor:
+    """``Q_S(raw)`` (nearest-even, saturating); with ``prevent_zero`` a 0 becomes the smallest positive scale."""
+    s = quantize_float32(raw, scale_fmt, "rne", "saturate", None)
+    if prevent_zero:
+        s = torch.where(s == 0, scale_fmt.min_subnormal, s)
+    return s
+
+
+def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format) -> torch.Tensor:
+    """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN)."""
+    zero = scales == 0
+    safe = torch.where(zero, 1.0, scales)
+    q = quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(safe)
+    return q.masked_fill_(zero.expand_as(q), 0.0)
+
+
+def block_error(blocks: torch.Tensor, dequantized: torch.Tensor, criterion: str = "mse") -> torch.Tensor:
+    """Per-block ``sum (b - b')^2`` (``"mse"``) or ``sum |b - b'|`` (``"mae"``), float64, shape ``(n, 1)``."""
+    diff = (blocks - dequantized).double()
+    err = diff.square_() if criterion == "mse" else diff.abs_()
+    return err.sum(dim=-1, keepdim=True)
+
+
+def block_amax(blocks: torch.Tensor) -> torch.Tensor:
+    """``max |b|`` per block, NaN if the block holds a NaN (so that the NaN poisons its block)."""
+    return blocks.abs().amax(dim=-1, keepdim=True)
+
+
+def top_values(elem_fmt: Format) -> tuple[float, float]:
+    """The two largest positive element values (6 and 4 for E2M1)."""
+    positive = elem_fmt.finite_values[elem_fmt.finite_values > 0]
+    return float(positive[-1]), float(positive[-2])
+
+
+def is_power_of_two_format(fmt: Format) -> bool:
+    return fmt.family is Family.FLOAT and fmt.mantissa_bits == 0
+
+
+def _floor_log2(x: torch.Tensor) -> torch.Tensor:
+    """Exact ``floor(log2 x)`` for positive finite float32 (via frexp, not a rounded log)."""
+    _, exponent = torch.frexp(x)
+    return (exponent - 1).float()
+
+
+# -------------------------------------------------------------------------------------------------- rules
+def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
+    """``s = Q_S(bmax / top)``: the block max maps to the largest element value (the OCP/NVFP4 default)."""
+    return round_scale(block_amax(blocks) / elem_fmt.max, scale_fmt, prevent_zero)
+
+
+def prevent_zero_rule(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
+                      prevent_zero: bool = True) -> torch.Tensor:
+    """abs-max whose zero scales become the smallest positive scale (Finer is Better's prevent-zero)."""
+    return absmax(blocks, scale_fmt, elem_fmt, prevent_zero=True)
+
+
+def four_over_six(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+                  criterion: str = "mse") -> torch.Tensor:
+    """4/6 adaptive scaling (Four Over Six, arXiv 2512.02010).
+
+    Candidates ``s_top = Q_S(bmax / top)`` and ``s_second = Q_S(bmax / second)`` (E2M1: bmax/6 and bmax/4);
+    ``s_second`` is chosen iff its block error is *strictly* smaller (ties go to ``s_top``). For power-of-two
+    scale formats (E8M0) the candidates are the OCP floor and the round-up (rceil) scale, ties to rceil, as in
+    the public code matching the Finer-is-Better setup. ``criterion``: ``"mse"`` (default) or ``"mae"``.
+    """
+    if criterion not in ("mse", "mae"):
+        raise ValueError(f"unknown criterion {criterion!r}; valid criteria: mse, mae")
+    if is_power_of_two_format(scale_fmt):
+        s_top = e8m0_rceil(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
+        s_second = e8m0_floor(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
+    else:
+        top, second = top_values(elem_fmt)
+        bmax = block_amax(blocks)
+        s_top = round_scale(bmax / top, scale_fmt, prevent_zero)
+        s_second = round_scale(bmax / second, scale_fmt, prevent_zero)
+    err_top = block_error(blocks, dequantize_blocks(blocks, s_top, elem_fmt), criterion)
+    err_second = block_error(blocks, dequantize_blocks(blocks, s_second, elem_fmt), criterion)
+    return torch.where(err_second < err_top, s_second, s_top)
+
+
+def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
+                prevent_zero: bool = False) -> torch.Tensor:
+    """The positive scale value with the smallest block SSE, searched over *every* value of the scale format.
+
+    Ties go to the smallest scale. The search is exact but pruned: with ``r`` the prevent-zero abs-max scale,
+    a candidate ``s`` whose error on the block max alone, ``(bmax - s Q_elem(bmax / s))^2``, exceeds ``SSE(r)``
+    cannot win (its SSE is at least that), so only the remaining (block, candidate) pairs are evaluated in full.
+    """
+    candidates = torch.tensor(scale_fmt.finite_values[scale_fmt.finite_values > 0], dtype=torch.float32)
+    bmax = block_amax(blocks)
+    reference = round_scale(bmax / elem_fmt.max, scale_fmt, prevent_zero=True)
+    bound = block_error(blocks, dequantize_blocks(blocks, reference, elem_fmt))
+    max_error = block_error(bmax.expand(-1, candidates.numel()).reshape(-1, 1),
+                            dequantize_blocks(bmax.expand(-1, candidates.numel()).reshape(-1, 1),
+                                              candidates.repeat(bmax.shape[0]).unsqueeze(1), elem_fmt))
+    survivors = (max_error.view(-1, candidates.numel()) <= bound).nonzero()
+    block_index, cand_index = survivors[:, 0], survivors[:, 1]
+    sse = torch.empty(block_index.numel(), dtype=torch.float64)
+    step = max(1, PAIR_BUDGET // blocks.shape[1])
+    for start in range(0, block_index.numel(), step):
+        b = blocks[block_index[start : start + step]]
+        s = candidates[cand_index[start : start + step]].unsqueeze(1)
+        sse[start : start + step] = block_error(b, dequantize_blocks(b, s, elem_fmt)).squeeze(1)
+    n_blocks = blocks.shape[0]
+    best = torch.full((n_blocks,), float("inf"), dtype=torch.float64).scatter_reduce_(
+        0, block_index, sse, reduce="amin")
+    winner = torch.where(sse == best[block_index], cand_index, candidates.numel())
+    chosen = torch.full((n_blocks,), candidates.numel(), dtype=torch.long).scatter_reduce_(
+        0, block_index, winner, reduce="amin")
+    scales = candidates[chosen.clamp_(max=candidates.numel() - 1)].unsqueeze(1)
+    return torch.where(bmax.isnan(), bmax, scales)
+
+
+def e8m0_floor(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
+               prevent_zero: bool = False) -> torch.Tensor:
+    """OCP MX "floor": ``s = 2^(floor(log2 bmax) - floor(log2 top))`` (E2M1: exponent - 2), so
+    ``bmax / s`` lies in ``[2^k, 2^(k+1))``, ``k = floor(log2 top)`` (E2M1: [4, 8)) and the block max may saturate.
+    An all-zero block gets the smallest scale."""
+    bmax = block_amax(blocks)
+    exponent = _floor_log2(bmax) - _floor_log2(torch.tensor(elem_fmt.max))
+    raw = torch.where(bmax > 0, torch.exp2(exponent), 0.0)
+    return round_scale(torch.where(bmax.isfinite(), raw, bmax), scale_fmt, prevent_zero)
+
+
+def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
+               prevent_zero: bool = False) -> torch.Tensor:
+    """Round-up ("RCEIL", cuBLAS): ``s = 2^ceil(log2(bmax / top))`` on the float32 ratio, so the block max never
+    saturates (``bmax / s <= top``)."""
+    ratio = block_amax(blocks) / elem_fmt.max
+    mantissa, exponent = torch.frexp(ratio)
+    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent).float()
+    raw = torch.where(ratio > 0, torch.exp2(ceil_log2), 0.0)
+    return round_scale(torch.where(ratio.isfinite(), raw, ratio), scale_fmt, prevent_zero)
+
+
+# ----------------------------------------------------------------------------------------------- registry
+ScaleSelector = Callable[..., torch.Tensor]
+
+
+def full_range(scale_fmt: Format, elem_fmt: Format) -> float:
+    """Largest block scale a global scale should leave room for: the scale format's max (NVFP4)."""
+    return scale_fmt.max
+
+
+def four_over_six_range(scale_fmt: Format, elem_fmt: Format) -> float:
+    """4/6 keeps ``(top/second) * s`` representable: the largest power of two <= ``scale_max * second / top``
+    (256 for UE4M3 and E2M1, as in Four Over Six's ``g = amax / (6 * 256)``)."""
+    top, second = top_values(elem_fmt)
+    return float(2.0 ** _floor_log2(torch.tensor(scale_fmt.max * second / top)).item())
+
+
+@dataclass(frozen=True)
+class ScaleRule:
+    """A registered scale rule: the selector and the block-scale range a two-level (global) scale targets."""
+
+    name: str
+    select: ScaleSelector
+    global_range: Callable[[Format, Format], float] = full_range
+
+
+RULES: dict[str, ScaleRule] = {
+    rule.name: rule
+    for rule in (
+        ScaleRule("absmax", absmax),
+        ScaleRule("prevent_zero", prevent_zero_rule),
+        ScaleRule("four_over_six", four_over_six, four_over_six_range),
+        ScaleRule("brute_force", brute_force),
+        ScaleRule("e8m0_floor", e8m0_floor),
+        ScaleRule("e8m0_rceil", e8m0_rceil),
+    )
+}
+
+
+def get_rule(name: str | ScaleRule) -> ScaleRule:
+    if isinstance(name, ScaleRule):
+        return name
+    try:
+        return RULES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown scale rule {name!r}; valid rules: {', '.join(RULES)}") from None
