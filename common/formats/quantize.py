@@ -113,12 +113,19 @@ def as_float32(x: torch.Tensor) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------ rounding rules
 def _round_half(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
-    """Round non-negative ``y`` to an integer, in place where possible."""
+    """Round non-negative ``y`` (below 2^23, or already integral) to an integer, in place where possible.
+
+    "away" and "stochastic" compare the exact fraction ``y - floor(y)`` (never ``floor(y + 0.5)``, whose float
+    addition rounds 0.49999997 up): away adds 1 iff the fraction >= 1/2; stochastic adds 1 iff a uniform draw
+    u in [0, 1) is below the fraction.
+    """
     if rounding == "rne":
         return y.round_()
+    whole = y.floor()
+    fraction = y.sub_(whole)
     if rounding == "away":
-        return y.add_(0.5).floor_()
-    return y.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype)).floor_()
+        return whole.add_(fraction >= 0.5)
+    return whole.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype) < fraction)
 
 
 def _pow2(n: torch.Tensor) -> torch.Tensor:
@@ -184,13 +191,14 @@ def _round_int(ax: torch.Tensor, fmt: Format, rounding: str, generator: torch.Ge
 
 
 def _round_binary(x: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
-    """Binary {-1, +1}: the sign (``+0.0`` -> +1, ``-0.0`` -> -1); stochastic: +1 with probability (x + 1) / 2."""
+    """Binary {-1, +1}: -1 for x < 0, +1 for x >= 0 (either zero; the usual BNN ``where(w >= 0, 1, -1)``, which
+    keeps the map monotone); stochastic: +1 with probability (clamp(x, -1, 1) + 1) / 2."""
     if rounding == "stochastic":
         p_plus = (x.clamp(-1.0, 1.0) + 1.0) * 0.5
         u = torch.rand(x.shape, generator=generator, dtype=x.dtype)
         q = torch.where(u < p_plus, 1.0, -1.0)
     else:
-        q = torch.where(x.signbit(), -1.0, 1.0)
+        q = torch.where(x < 0, -1.0, 1.0)
     return torch.where(x.isnan(), x, q)
 
 

@@ -25,7 +25,7 @@ def quantize_reference(x: np.ndarray, fmt: str | Format, *, rounding: str | None
         raise ValueError(f"the reference quantizer covers rounding 'rne' and 'away', not {rounding!r}")
     x = np.asarray(x, dtype=np.float64)
     if fmt.family is Family.BINARY:
-        return np.where(np.isnan(x), np.nan, np.where(np.signbit(x), -1.0, 1.0))
+        return np.where(np.isnan(x), np.nan, np.where(x < 0, -1.0, 1.0))
     magnitudes = fmt.finite_values[fmt.finite_values >= 0]
     grid = np.append(magnitudes, fmt.max + fmt.ulp_at_max)  # the last point means "overflow"
     a = np.abs(x)

@@ -1,0 +1,80 @@
+"""Property tests (hypothesis) of quantize over every format and both nearest roundings."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.formats import FORMATS, get_format, quantize
+
+NAMES = sorted(FORMATS)
+ROUNDINGS = ["rne", "away"]
+
+
+def finite_floats(fmt, scale=2.0):
+    bound = float(np.float32(min(fmt.max * scale, 3.0e38)))
+    return st.lists(st.floats(-bound, bound, width=32, allow_nan=False, allow_infinity=False), min_size=1,
+                    max_size=64)
+
+
+def tensor(values):
+    return torch.tensor(values, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@given(data=st.data())
+def test_idempotent(name, rounding, data):
+    fmt = get_format(name)
+    x = tensor(data.draw(finite_floats(fmt)))
+    once = quantize(x, fmt, rounding=rounding)
+    assert torch.equal(quantize(once, fmt, rounding=rounding), once)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@given(data=st.data())
+def test_monotone(name, rounding, data):
+    fmt = get_format(name)
+    x = tensor(sorted(data.draw(finite_floats(fmt))))
+    q = quantize(x, fmt, rounding=rounding)
+    assert (q[1:] >= q[:-1]).all()
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if FORMATS[n].signed])
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@given(data=st.data())
+def test_sign_symmetric(name, rounding, data):
+    fmt = get_format(name)
+    x = tensor(data.draw(finite_floats(fmt)))
+    if name == "binary":  # zero maps to +1 whatever its sign
+        x = x[x != 0]
+    assert torch.equal(quantize(-x, fmt, rounding=rounding), -quantize(x, fmt, rounding=rounding))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if FORMATS[n].is_codebook])
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@given(data=st.data())
+def test_error_at_most_half_a_step_inside_the_range(name, rounding, data):
+    fmt = get_format(name)
+    x = tensor(data.draw(finite_floats(fmt, scale=1.0)))
+    if not fmt.signed:
+        x = x.abs()
+    x = x.clamp(-fmt.max, fmt.max).double()
+    grid = torch.tensor(fmt.finite_values)
+    hi_index = torch.searchsorted(grid, x, right=True).clamp(1, grid.numel() - 1)
+    step = grid[hi_index] - grid[hi_index - 1]
+    error = (quantize(x.float(), fmt, rounding=rounding).double() - x).abs()
+    inside = x.abs() >= fmt.min_subnormal if not fmt.has_zero else torch.ones_like(x, dtype=torch.bool)
+    assert (error[inside] <= step[inside] / 2).all()
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp32"])
+@given(data=st.data())
+def test_wide_formats_error_at_most_half_ulp(name, data):
+    fmt = get_format(name)
+    x = tensor(data.draw(finite_floats(fmt, scale=0.5))).double()
+    q = quantize(x.float(), fmt).double()
+    ulp = torch.exp2(torch.floor(torch.log2(x.abs().clamp(min=fmt.min_normal))) - fmt.mantissa_bits)
+    assert ((q - x).abs() <= ulp / 2).all()
