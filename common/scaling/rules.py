@@ -34,11 +34,12 @@ def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool) -> tor
 
 
 def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format) -> torch.Tensor:
-    """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN)."""
-    zero = scales == 0
-    safe = torch.where(zero, 1.0, scales)
-    q = quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(safe)
-    return q.masked_fill_(zero.expand_as(q), 0.0)
+    """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN).
+
+    A zero scale divides by 1 instead and multiplies the (finite, saturated) elements back by 0.
+    """
+    safe = torch.where(scales == 0, 1.0, scales)
+    return quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(scales)
 
 
 def block_error(blocks: torch.Tensor, dequantized: torch.Tensor, criterion: str = "mse") -> torch.Tensor:
@@ -54,9 +55,10 @@ def block_amax(blocks: torch.Tensor) -> torch.Tensor:
 
 
 def top_values(elem_fmt: Format) -> tuple[float, float]:
-    """The two largest positive element values (6 and 4 for E2M1)."""
+    """The two largest positive element values (6 and 4 for E2M1); a format with one positive value (binary,
+    ternary) gives it twice, which makes four_over_six abs-max."""
     positive = elem_fmt.finite_values[elem_fmt.finite_values > 0]
-    return float(positive[-1]), float(positive[-2])
+    return float(positive[-1]), float(positive[-2] if positive.size > 1 else positive[-1])
 
 
 def is_power_of_two_format(fmt: Format) -> bool:
@@ -109,32 +111,48 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
                 prevent_zero: bool = False) -> torch.Tensor:
     """The positive scale value with the smallest block SSE, searched over *every* value of the scale format.
 
-    Ties go to the smallest scale. The search is exact but pruned: with ``r`` the prevent-zero abs-max scale,
-    a candidate ``s`` whose error on the block max alone, ``(bmax - s Q_elem(bmax / s))^2``, exceeds ``SSE(r)``
-    cannot win (its SSE is at least that), so only the remaining (block, candidate) pairs are evaluated in full.
+    Ties go to the smallest scale. The search is exact but skips candidates that provably lose against
+    ``r``, the better of the two prevent-zero 4/6 candidates, whose error ``SSE(r)`` bounds the optimum:
+
+    * ``s < (bmax - sqrt(SSE(r))) / top``: the block max alone clips by more than ``sqrt(SSE(r))``;
+    * ``s > 2 bmax / min_elem``: every element rounds to zero, ``SSE(s) = sum b^2 >= SSE(r)``, and a smaller
+      scale ties or wins (a block where every candidate is of this kind gets the smallest scale);
+    * any other ``s`` whose error on the block max alone, ``(bmax - s Q_elem(bmax / s))^2``, exceeds ``SSE(r)``.
+
+    The remaining (block, candidate) pairs are evaluated in full.
     """
     candidates = torch.tensor(scale_fmt.finite_values[scale_fmt.finite_values > 0], dtype=torch.float32)
+    n_cand, n_blocks = candidates.numel(), blocks.shape[0]
     bmax = block_amax(blocks)
-    reference = round_scale(bmax / elem_fmt.max, scale_fmt, prevent_zero=True)
-    bound = block_error(blocks, dequantize_blocks(blocks, reference, elem_fmt))
-    max_error = block_error(bmax.expand(-1, candidates.numel()).reshape(-1, 1),
-                            dequantize_blocks(bmax.expand(-1, candidates.numel()).reshape(-1, 1),
-                                              candidates.repeat(bmax.shape[0]).unsqueeze(1), elem_fmt))
-    survivors = (max_error.view(-1, candidates.numel()) <= bound).nonzero()
-    block_index, cand_index = survivors[:, 0], survivors[:, 1]
+    top, second = top_values(elem_fmt)
+    bound = torch.minimum(  # the better of the two 4/6 candidates: a tight bound prunes more
+        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / top, scale_fmt, True), elem_fmt)),
+        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / second, scale_fmt, True), elem_fmt)))
+    min_elem = float(elem_fmt.finite_values[elem_fmt.finite_values > 0][0])
+    s_low = (bmax.double() - bound.sqrt()) / top * (1 - 1e-9)
+    s_high = 2.0 * bmax.double() / min_elem * (1 + 1e-9)
+    lo = torch.searchsorted(candidates.double(), s_low.nan_to_num(0.0), side="left")
+    hi = torch.searchsorted(candidates.double(), s_high.nan_to_num(0.0), side="right")
+    width = int((hi - lo).max().clamp(min=0)) if n_blocks else 0
+    offsets = torch.arange(width)
+    cand_index = (lo + offsets).clamp_(max=n_cand - 1)
+    in_window = offsets < (hi - lo)
+    bmax_pairs = bmax.expand(-1, width).reshape(-1, 1)
+    pair_scales = candidates.index_select(0, cand_index.reshape(-1)).unsqueeze(1)
+    max_error = block_error(bmax_pairs, dequantize_blocks(bmax_pairs, pair_scales, elem_fmt))
+    survivors = (in_window & (max_error.view(n_blocks, width) <= bound)).nonzero()
+    block_index, cand_index = survivors[:, 0], cand_index[survivors[:, 0], survivors[:, 1]]
     sse = torch.empty(block_index.numel(), dtype=torch.float64)
     step = max(1, PAIR_BUDGET // blocks.shape[1])
     for start in range(0, block_index.numel(), step):
-        b = blocks[block_index[start : start + step]]
-        s = candidates[cand_index[start : start + step]].unsqueeze(1)
+        b = blocks.index_select(0, block_index[start : start + step])
+        s = candidates.index_select(0, cand_index[start : start + step]).unsqueeze(1)
         sse[start : start + step] = block_error(b, dequantize_blocks(b, s, elem_fmt)).squeeze(1)
-    n_blocks = blocks.shape[0]
     best = torch.full((n_blocks,), float("inf"), dtype=torch.float64).scatter_reduce_(
         0, block_index, sse, reduce="amin")
-    winner = torch.where(sse == best[block_index], cand_index, candidates.numel())
-    chosen = torch.full((n_blocks,), candidates.numel(), dtype=torch.long).scatter_reduce_(
-        0, block_index, winner, reduce="amin")
-    scales = candidates[chosen.clamp_(max=candidates.numel() - 1)].unsqueeze(1)
+    winner = torch.where(sse == best[block_index], cand_index, n_cand)
+    chosen = torch.full((n_blocks,), n_cand, dtype=torch.long).scatter_reduce_(0, block_index, winner, reduce="amin")
+    scales = candidates[chosen.masked_fill_(chosen == n_cand, 0)].unsqueeze(1)
     return torch.where(bmax.isnan(), bmax, scales)
 
 
