@@ -152,7 +152,8 @@ def _round_binades(ax: torch.Tensor, fmt: Format, rounding: str, generator: torc
     """
     e_floor, e_top, mb_table, split = _binade_constants(fmt)
     biased = (ax.view(torch.int32) >> 23).clamp_(e_floor + 127, e_top + 127)
-    mb = mb_table.index_select(0, biased - (e_floor + 127)) if mb_table is not None else fmt.mantissa_bits
+    mb = (mb_table.index_select(0, (biased - (e_floor + 127)).view(-1)).view(biased.shape)
+          if mb_table is not None else fmt.mantissa_bits)
     if split:
         shift = mb - (biased - 127)
         y = _mul_pow2(ax.clone(), shift, split=True)

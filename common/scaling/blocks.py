@@ -73,7 +73,7 @@ def quantize_blocks(
         return (empty, BlockScales(torch.empty(0), None)) if return_scales else empty
     moved = x32.movedim(axis, -1) if x32.dim() else x32.reshape(1)
     rows_shape, length = moved.shape[:-1], moved.shape[-1]
-    size = length if block_size is None else block_size
+    size = moved.numel() if block_size is None else block_size
     n_per_row = -(-length // size) if length else 0
     padded_length = n_per_row * size
     if block_size is None:
@@ -96,9 +96,10 @@ def quantize_blocks(
         if g_chunk is not None:
             chunk = chunk / g_chunk
         s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
-        dq = dequantize_blocks(chunk, s, elem_fmt)
-        out[start:stop] = dq if g_chunk is None else dq.mul_(g_chunk)
         scales[start:stop] = s
+        for col in range(0, size, CHUNK):  # one pass unless a single block is longer than a chunk
+            dq = dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt)
+            out[start:stop, col : col + CHUNK] = dq if g_chunk is None else dq.mul_(g_chunk)
 
     if block_size is None:
         result = out.reshape(moved.shape)

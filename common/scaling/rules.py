@@ -22,6 +22,7 @@ from common.formats.quantize import quantize_float32
 from common.formats.spec import Family, Format
 
 PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search
+BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -117,7 +118,8 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     * ``s < (bmax - sqrt(SSE(r))) / top``: the block max alone clips by more than ``sqrt(SSE(r))``;
     * ``s > 2 bmax / min_elem``: every element rounds to zero, ``SSE(s) = sum b^2 >= SSE(r)``, and a smaller
       scale ties or wins (a block where every candidate is of this kind gets the smallest scale);
-    * any other ``s`` whose error on the block max alone, ``(bmax - s Q_elem(bmax / s))^2``, exceeds ``SSE(r)``.
+    * any other ``s`` whose error on the block's largest few elements alone (the top ``BOUND_ELEMENTS`` by
+      magnitude: a lower bound on its SSE) exceeds ``SSE(r)``.
 
     The remaining (block, candidate) pairs are evaluated in full.
     """
@@ -137,10 +139,13 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     offsets = torch.arange(width)
     cand_index = (lo + offsets).clamp_(max=n_cand - 1)
     in_window = offsets < (hi - lo)
-    bmax_pairs = bmax.expand(-1, width).reshape(-1, 1)
+    largest = blocks.abs().topk(min(BOUND_ELEMENTS, blocks.shape[1]), dim=1).values
+    largest_pairs = largest.unsqueeze(1).expand(-1, width, -1).reshape(n_blocks * width, largest.shape[1])
     pair_scales = candidates.index_select(0, cand_index.reshape(-1)).unsqueeze(1)
-    max_error = block_error(bmax_pairs, dequantize_blocks(bmax_pairs, pair_scales, elem_fmt))
-    survivors = (in_window & (max_error.view(n_blocks, width) <= bound)).nonzero()
+    dq = dequantize_blocks(largest_pairs, pair_scales, elem_fmt)
+    partial_error = largest_pairs.sub_(dq).square_().sum(dim=1)  # float32: a bound needs no float64
+    # the slack covers float32 rounding of a few squares: never prune a candidate that could tie
+    survivors = (in_window & (partial_error.view(n_blocks, width) <= (bound * (1 + 1e-5)).float())).nonzero()
     block_index, cand_index = survivors[:, 0], cand_index[survivors[:, 0], survivors[:, 1]]
     sse = torch.empty(block_index.numel(), dtype=torch.float64)
     step = max(1, PAIR_BUDGET // blocks.shape[1])

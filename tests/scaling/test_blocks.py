@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from common.formats import quantize
+from common.formats import get_format, quantize
 from common.scaling import quantize_blocks
 
 
@@ -33,6 +33,14 @@ def test_three_dimensional_and_one_dimensional():
     assert torch.equal(quantize_blocks(x, block_size=16), flat)
     v = randn(48)
     assert torch.equal(quantize_blocks(v, block_size=16), quantize_blocks(v.reshape(3, 16), block_size=16).reshape(48))
+
+
+def test_per_tensor_equals_the_formula_on_a_large_tensor():
+    x = randn(700, 1000)  # more elements than one processing chunk
+    for elem, scale in [("e4m3", "fp32"), ("hif8", "fp32"), ("e2m1", "ue4m3")]:
+        s = quantize(x.abs().amax() / get_format(elem).max, scale)
+        expected = quantize(x / s, elem) * s
+        assert torch.equal(quantize_blocks(x, elem, scale, block_size=None), expected)
 
 
 def test_per_tensor_and_oversized_blocks():
