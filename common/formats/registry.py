@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from common.registry import lookup
+
 from .spec import Family, Format, Specials, Tier
 
 
@@ -54,9 +56,4 @@ FORMATS: dict[str, Format] = {fmt.name: fmt for fmt in _FORMATS}
 
 def get_format(name: str | Format) -> Format:
     """The registered format called ``name`` (a :class:`Format` passes through unchanged)."""
-    if isinstance(name, Format):
-        return name
-    try:
-        return FORMATS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown format {name!r}; valid formats: {', '.join(FORMATS)}") from None
+    return name if isinstance(name, Format) else lookup(FORMATS, name, "format")

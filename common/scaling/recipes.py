@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from common.formats.registry import get_format
+from common.registry import lookup
 
 from .blocks import GLOBAL_SCALES, quantize_blocks
 from .rules import get_rule
@@ -56,7 +57,4 @@ RECIPES: dict[str, Recipe] = {
 
 
 def get_recipe(name: str) -> Recipe:
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise ValueError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}") from None
+    return lookup(RECIPES, name, "recipe")

@@ -20,6 +20,7 @@ import torch
 
 from common.formats.quantize import quantize_float32
 from common.formats.spec import Family, Format
+from common.registry import lookup
 
 PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search
 BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
@@ -143,7 +144,7 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     largest_pairs = largest.unsqueeze(1).expand(-1, width, -1).reshape(n_blocks * width, largest.shape[1])
     pair_scales = candidates.index_select(0, cand_index.reshape(-1)).unsqueeze(1)
     dq = dequantize_blocks(largest_pairs, pair_scales, elem_fmt)
-    partial_error = largest_pairs.sub_(dq).square_().sum(dim=1)  # float32: a bound needs no float64
+    partial_error = (largest_pairs - dq).square_().sum(dim=1)  # float32: a bound needs no float64
     # the slack covers float32 rounding of a few squares: never prune a candidate that could tie
     survivors = (in_window & (partial_error.view(n_blocks, width) <= (bound * (1 + 1e-5)).float())).nonzero()
     block_index, cand_index = survivors[:, 0], cand_index[survivors[:, 0], survivors[:, 1]]
@@ -222,9 +223,4 @@ RULES: dict[str, ScaleRule] = {
 
 
 def get_rule(name: str | ScaleRule) -> ScaleRule:
-    if isinstance(name, ScaleRule):
-        return name
-    try:
-        return RULES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown scale rule {name!r}; valid rules: {', '.join(RULES)}") from None
+    return name if isinstance(name, ScaleRule) else lookup(RULES, name, "scale rule")
