@@ -36,6 +36,8 @@ Other edges, stated once for every format:
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .registry import get_format
@@ -69,16 +71,23 @@ def quantize(
 
 
 def quantize_float32(
-    x: torch.Tensor, fmt: Format, rounding: str, overflow: str, generator: torch.Generator | None
+    x: torch.Tensor, fmt: Format, rounding: str, overflow: str, generator: torch.Generator | None,
+    *, nonnegative: bool = False,
 ) -> torch.Tensor:
-    """The kernel on a float32 tensor, arguments already validated (no chunking; returns a new tensor)."""
+    """The kernel on a float32 tensor, arguments already validated (no chunking; returns a new tensor).
+
+    ``nonnegative=True`` promises ``x >= 0`` (magnitudes) and skips taking and restoring the sign.
+    """
     if fmt.family is Family.BINARY:
         return _round_binary(x, rounding, generator)
-    ax = x.abs()
-    if overflow == "saturate":
-        ax.clamp_(max=fmt.max)  # rounding max or anything above it gives max: clamping first is exact
+    if nonnegative:
+        ax = x.clamp(max=fmt.max) if overflow == "saturate" else x
+    else:
+        ax = x.abs()
+        if overflow == "saturate":
+            ax.clamp_(max=fmt.max)  # rounding max or anything above it gives max: clamping first is exact
     q = _MAGNITUDE_RULES[_rule_key(fmt)](ax, fmt, rounding, generator)
-    return _apply_range(q, x, ax, fmt, overflow)
+    return _apply_range(q, x, ax, fmt, overflow, keep_sign=not nonnegative)
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -150,16 +159,20 @@ def _round_binades(ax: torch.Tensor, fmt: Format, rounding: str, generator: torc
     the HiF8 reference formula (``hif8.md``) and IEEE rounding alike. The powers of two are built from the
     biased exponent ``E = e + 127`` as float32 bit patterns: ``2^(mb - e)`` has bits ``(254 + mb - E) << 23``.
     """
-    e_floor, e_top, mb_table, split = _binade_constants(fmt)
+    e_floor, e_top, tables, split = _binade_constants(fmt)
     biased = (ax.view(torch.int32) >> 23).clamp_(e_floor + 127, e_top + 127)
-    mb = (mb_table.index_select(0, (biased - (e_floor + 127)).view(-1)).view(biased.shape)
-          if mb_table is not None else fmt.mantissa_bits)
+    if tables is not None:  # tapered: both powers of two looked up by biased exponent
+        index = biased.view(-1)
+        up = tables[0].index_select(0, index).view(ax.shape)
+        down = tables[1].index_select(0, index).view(ax.shape)
+        return _round_half(ax * up, rounding, generator).mul_(down)
+    m = fmt.mantissa_bits
     if split:
-        shift = mb - (biased - 127)
+        shift = m - (biased - 127)
         y = _mul_pow2(ax.clone(), shift, split=True)
         return _mul_pow2(_round_half(y, rounding, generator), shift.neg_(), split=True)
-    up = ((254 + mb) - biased).bitwise_left_shift_(23).view(torch.float32)
-    down = biased.sub_(mb).bitwise_left_shift_(23).view(torch.float32)
+    up = ((254 + m) - biased).bitwise_left_shift_(23).view(torch.float32)
+    down = biased.sub_(m).bitwise_left_shift_(23).view(torch.float32)
     return _round_half(ax * up, rounding, generator).mul_(down)
 
 
@@ -214,28 +227,35 @@ def _rule_key(fmt: Format) -> str:
     return "binades"
 
 
-_BINADE_CACHE: dict[str, tuple[int, int, torch.Tensor | None, bool]] = {}
+_BINADE_CACHE: dict[str, tuple[int, int, tuple[torch.Tensor, torch.Tensor] | None, bool]] = {}
 
 
-def _binade_constants(fmt: Format) -> tuple[int, int, torch.Tensor | None, bool]:
-    """(lowest binade exponent, top binade exponent, mantissa-bits table or None, needs split pow2)."""
+def _binade_constants(fmt: Format) -> tuple[int, int, tuple[torch.Tensor, torch.Tensor] | None, bool]:
+    """(lowest binade exponent, top binade exponent, tapered tables or None, needs split powers of two).
+
+    Tapered formats get two float32 tables indexed by the biased exponent ``E = e + 127`` (0..255): ``2^(mb - e)``
+    and ``2^(e - mb)`` with ``mb`` the mantissa bits of binade e (entries outside the clamped range are unused).
+    """
     if fmt.name not in _BINADE_CACHE:
+        tables = None
         if fmt.family is Family.TAPERED:
-            table = fmt.mantissa_bits_by_exponent
-            e_floor, e_top = min(table), max(table)
-            mb_table = torch.tensor([table[e] for e in range(e_floor, e_top + 1)], dtype=torch.int32)
-            mb_lo, mb_hi = int(mb_table.min()), int(mb_table.max())
+            mb_of = fmt.mantissa_bits_by_exponent
+            e_floor, e_top = min(mb_of), max(mb_of)
+            exps = range(-127, 129)
+            up = [math.ldexp(1.0, mb_of.get(e, 0) - e) if e in mb_of else 1.0 for e in exps]
+            down = [math.ldexp(1.0, e - mb_of.get(e, 0)) if e in mb_of else 1.0 for e in exps]
+            tables = (torch.tensor(up, dtype=torch.float32), torch.tensor(down, dtype=torch.float32))
+            split = False
         else:
-            e_floor, e_top, mb_table = fmt.min_exponent, fmt.max_exponent, None
-            mb_lo = mb_hi = fmt.mantissa_bits
-        # shift = mb - e and its negation must both stay inside [-126, 127] for the one-factor power of two
-        lo, hi = mb_lo - e_top, mb_hi - e_floor
-        split = not (lo >= -126 and hi <= 126 and -hi >= -126 and -lo <= 126)
-        _BINADE_CACHE[fmt.name] = (e_floor, e_top, mb_table, split)
+            e_floor, e_top, m = fmt.min_exponent, fmt.max_exponent, fmt.mantissa_bits
+            # shift = m - e and its negation must both stay inside [-126, 127] for one-factor powers of two
+            split = not (m - e_top >= -126 and m - e_floor <= 126 and e_floor - m >= -126 and e_top - m <= 126)
+        _BINADE_CACHE[fmt.name] = (e_floor, e_top, tables, split)
     return _BINADE_CACHE[fmt.name]
 
 
-def _apply_range(q: torch.Tensor, x: torch.Tensor, ax: torch.Tensor, fmt: Format, overflow: str) -> torch.Tensor:
+def _apply_range(q: torch.Tensor, x: torch.Tensor, ax: torch.Tensor, fmt: Format, overflow: str,
+                 keep_sign: bool = True) -> torch.Tensor:
     """Overflow policy, zero-less and unsigned formats, then the sign (see the module docstring)."""
     if overflow == "inf_nan":
         q = torch.where(q > fmt.max, float("inf") if fmt.has_inf else float("nan"), q)
@@ -245,4 +265,4 @@ def _apply_range(q: torch.Tensor, x: torch.Tensor, ax: torch.Tensor, fmt: Format
     if not fmt.signed:
         below_range = fmt.min_subnormal if not fmt.has_zero else 0.0
         return torch.where(x < 0, below_range if overflow == "saturate" else float("nan"), q)
-    return q.copysign_(x)
+    return q.copysign_(x) if keep_sign else q

@@ -95,11 +95,16 @@ def quantize_blocks(
         g_chunk = None if g is None else g_per_block[start:stop] if global_scale == "row" else g
         if g_chunk is not None:
             chunk = chunk / g_chunk
-        s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
+        if scale_rule.select_with_values is not None:
+            s, dq = scale_rule.select_with_values(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero,
+                                                  **rule_options)
+            out[start:stop] = dq if g_chunk is None else dq.mul_(g_chunk)
+        else:
+            s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
+            for col in range(0, size, CHUNK):  # one pass unless a single block is longer than a chunk
+                dq = dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt)
+                out[start:stop, col : col + CHUNK] = dq if g_chunk is None else dq.mul_(g_chunk)
         scales[start:stop] = s
-        for col in range(0, size, CHUNK):  # one pass unless a single block is longer than a chunk
-            dq = dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt)
-            out[start:stop, col : col + CHUNK] = dq if g_chunk is None else dq.mul_(g_chunk)
 
     if block_size is None:
         result = out.reshape(moved.shape)

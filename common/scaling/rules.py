@@ -35,13 +35,16 @@ def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool) -> tor
     return s
 
 
-def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format) -> torch.Tensor:
+def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format, *,
+                      magnitudes: bool = False) -> torch.Tensor:
     """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN).
 
     A zero scale divides by 1 instead and multiplies the (finite, saturated) elements back by 0.
+    ``magnitudes=True`` promises ``blocks >= 0`` and skips the sign handling (quantization is sign-symmetric).
     """
-    safe = torch.where(scales == 0, 1.0, scales)
-    return quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(scales)
+    safe = scales.masked_fill(scales == 0, 1.0)
+    q = quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None, nonnegative=magnitudes)
+    return q.mul_(scales)
 
 
 def block_error(blocks: torch.Tensor, dequantized: torch.Tensor, criterion: str = "mse") -> torch.Tensor:
@@ -94,19 +97,57 @@ def four_over_six(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, 
     scale formats (E8M0) the candidates are the OCP floor and the round-up (rceil) scale, ties to rceil, as in
     the public code matching the Finer-is-Better setup. ``criterion``: ``"mse"`` (default) or ``"mae"``.
     """
+    return four_over_six_with_values(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero, criterion=criterion)[0]
+
+
+def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
+                              prevent_zero: bool = False, criterion: str = "mse") -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`four_over_six` and the dequantized blocks of the winning candidate (computed anyway).
+
+    Both candidates are evaluated on magnitudes in element units, ``y = |b| / s``: the block error is
+    ``s^2 sum (y - Q(y))^2`` (MAE: ``s sum |y - Q(y)|``), decided in float32 where the two errors differ by
+    more than 1e-4 relative (far beyond float32 rounding) and re-decided exactly, as float64 sums of
+    ``(|b| - s Q(y))^2``, for the few near-ties (exact ties included).
+    """
     if criterion not in ("mse", "mae"):
         raise ValueError(f"unknown criterion {criterion!r}; valid criteria: mse, mae")
+    magnitudes = blocks.abs()
     if is_power_of_two_format(scale_fmt):
         s_top = e8m0_rceil(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
         s_second = e8m0_floor(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
     else:
         top, second = top_values(elem_fmt)
-        bmax = block_amax(blocks)
+        bmax = magnitudes.amax(dim=-1, keepdim=True)
         s_top = round_scale(bmax / top, scale_fmt, prevent_zero)
         s_second = round_scale(bmax / second, scale_fmt, prevent_zero)
-    err_top = block_error(blocks, dequantize_blocks(blocks, s_top, elem_fmt), criterion)
-    err_second = block_error(blocks, dequantize_blocks(blocks, s_second, elem_fmt), criterion)
-    return torch.where(err_second < err_top, s_second, s_top)
+    q_top, err_top = _element_values_and_error(magnitudes, s_top, elem_fmt, criterion)
+    q_second, err_second = _element_values_and_error(magnitudes, s_second, elem_fmt, criterion)
+    pick_second = err_second < err_top
+    near = ((err_second - err_top).abs() <= 1e-4 * torch.maximum(err_second, err_top)).squeeze(1).nonzero()
+    if near.numel():
+        rows = near.squeeze(1)
+        exact = [block_error(magnitudes.index_select(0, rows), q.index_select(0, rows) * s.index_select(0, rows),
+                             criterion) for q, s in ((q_second, s_second), (q_top, s_top))]
+        pick_second.index_copy_(0, rows, exact[0] < exact[1])
+    scales = torch.where(pick_second, s_second, s_top)
+    rows = pick_second.squeeze(1).nonzero().squeeze(1)  # overwrite only the rows that pick the second
+    values = q_top.index_copy_(0, rows, q_second.index_select(0, rows))
+    return scales, values.mul_(scales).copysign_(blocks)
+
+
+def _element_values_and_error(magnitudes: torch.Tensor, scales: torch.Tensor, elem_fmt: Format,
+                              criterion: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Q(|b| / s)`` (0 where ``s = 0``) and the block error in data units (float64, shape ``(n, 1)``)."""
+    zero = scales == 0
+    safe = scales.masked_fill(zero, 1.0)
+    y = magnitudes / safe
+    q = quantize_float32(y, elem_fmt, "rne", "saturate", None, nonnegative=True)
+    if bool(zero.any()):
+        q.masked_fill_(zero.expand_as(q), 0.0)
+    diff = y.sub_(q)
+    if criterion == "mse":
+        return q, diff.square_().sum(dim=-1, keepdim=True).double() * safe.double().square()
+    return q, diff.abs_().sum(dim=-1, keepdim=True).double() * safe.double()
 
 
 def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
@@ -202,11 +243,17 @@ def four_over_six_range(scale_fmt: Format, elem_fmt: Format) -> float:
 
 @dataclass(frozen=True)
 class ScaleRule:
-    """A registered scale rule: the selector and the block-scale range a two-level (global) scale targets."""
+    """A registered scale rule.
+
+    ``select``: the selector; ``global_range``: the block-scale range a two-level (global) scale targets;
+    ``select_with_values``: optional fused variant returning ``(scales, dequantized blocks)`` for rules that
+    dequantize their winning candidate anyway (saves quantize_blocks one pass; same results).
+    """
 
     name: str
     select: ScaleSelector
     global_range: Callable[[Format, Format], float] = full_range
+    select_with_values: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 RULES: dict[str, ScaleRule] = {
@@ -214,7 +261,7 @@ RULES: dict[str, ScaleRule] = {
     for rule in (
         ScaleRule("absmax", absmax),
         ScaleRule("prevent_zero", prevent_zero_rule),
-        ScaleRule("four_over_six", four_over_six, four_over_six_range),
+        ScaleRule("four_over_six", four_over_six, four_over_six_range, four_over_six_with_values),
         ScaleRule("brute_force", brute_force),
         ScaleRule("e8m0_floor", e8m0_floor),
         ScaleRule("e8m0_rceil", e8m0_rceil),

@@ -147,3 +147,32 @@ def test_scale_rounding_saturates_at_scale_max():
     assert s.item() == 448.0
     assert quantize_blocks(x, block_size=16).unique().item() == 6 * 448.0
     assert math.isfinite(quantize_blocks(x, block_size=16, rule="brute_force").unique().item())
+
+
+def test_fused_four_over_six_equals_select_then_dequantize():
+    blocks = gaussian_blocks(0.02, n_blocks=500)
+    scale_fmt = get_format("ue4m3")
+    scales, values = RULES["four_over_six"].select_with_values(blocks, scale_fmt, E2M1)
+    assert torch.equal(scales, RULES["four_over_six"].select(blocks, scale_fmt, E2M1))
+    assert torch.equal(values, dequantize_blocks(blocks, scales, E2M1))
+
+
+@pytest.mark.parametrize("scale", ["ue4m3", "ue5m3", "e8m0"])
+@pytest.mark.parametrize("criterion", ["mse", "mae"])
+def test_four_over_six_decision_equals_float64_errors(scale, criterion):
+    """The choice is exactly 'second candidate iff its float64 block error is strictly smaller'."""
+    from common.scaling.rules import e8m0_floor, e8m0_rceil, round_scale
+
+    scale_fmt = get_format(scale)
+    blocks = torch.cat([gaussian_blocks(s, n_blocks=500, seed=4) for s in (1e-4, 3e-3, 0.1, 2.0)])
+    blocks[:50] = blocks[:50].round()  # integer blocks: exact ties between candidates are common
+    blocks[50:60] = 0.0
+    if scale == "e8m0":
+        s_top, s_second = e8m0_rceil(blocks, scale_fmt, E2M1), e8m0_floor(blocks, scale_fmt, E2M1)
+    else:
+        bmax = blocks.abs().amax(dim=-1, keepdim=True)
+        s_top, s_second = round_scale(bmax / 6, scale_fmt, False), round_scale(bmax / 4, scale_fmt, False)
+    err_top = block_error(blocks, dequantize_blocks(blocks, s_top, E2M1), criterion)
+    err_second = block_error(blocks, dequantize_blocks(blocks, s_second, E2M1), criterion)
+    expected = torch.where(err_second < err_top, s_second, s_top)
+    assert torch.equal(RULES["four_over_six"].select(blocks, scale_fmt, E2M1, criterion=criterion), expected)
