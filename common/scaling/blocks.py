@@ -32,15 +32,18 @@ GLOBAL_SCALES = ("tensor", "row")
 
 
 class BlockScales(NamedTuple):
-    """The scales behind a block quantization.
+    """The scales behind a block quantization, enough to store it as codes and rebuild it bit-exactly.
 
     ``block``: one scale per block, shape ``(*other_dims, num_blocks)`` with the block axis last (one element
     for per-tensor blocks); ``global_``: the FP32 global scale per tensor (shape ``()``) or per row
-    (``(*other_dims, 1)``), or None.
+    (``(*other_dims, 1)``), or None; ``elements``: the element-format values ``Q(x / (g s))`` in ``x``'s layout
+    (float32, 0 in zero-scale blocks). The quantized tensor is exactly ``(elements * s) * g`` in that order,
+    with ``s`` and ``g`` broadcast back to the elements.
     """
 
     block: torch.Tensor
     global_: torch.Tensor | None
+    elements: torch.Tensor
 
 
 def quantize_blocks(
@@ -70,7 +73,7 @@ def quantize_blocks(
     x32 = as_float32(x)
     if x32.numel() == 0:
         empty = x.clone()
-        return (empty, BlockScales(torch.empty(0), None)) if return_scales else empty
+        return (empty, BlockScales(torch.empty(0), None, empty.float())) if return_scales else empty
     moved = x32.movedim(axis, -1) if x32.dim() else x32.reshape(1)
     rows_shape, length = moved.shape[:-1], moved.shape[-1]
     size = moved.numel() if block_size is None else block_size
@@ -86,6 +89,7 @@ def quantize_blocks(
 
     g = _global_scale(moved, global_scale, scale_rule, scale_fmt, elem_fmt)
     out = torch.empty_like(blocks)
+    elements = torch.empty_like(blocks) if return_scales else None
     scales = torch.empty(blocks.shape[0], 1, dtype=torch.float32)
     blocks_per_chunk = max(1, CHUNK // max(size, 1))
     g_per_block = None if g is None else g.reshape(-1, 1).expand(-1, n_per_row).reshape(-1, 1)
@@ -98,25 +102,36 @@ def quantize_blocks(
         if scale_rule.select_with_values is not None:
             s, dq = scale_rule.select_with_values(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero,
                                                   **rule_options)
-            out[start:stop] = dq if g_chunk is None else dq.mul_(g_chunk)
+            parts = [(slice(None), dq)]
         else:
             s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
-            for col in range(0, size, CHUNK):  # one pass unless a single block is longer than a chunk
-                dq = dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt)
-                out[start:stop, col : col + CHUNK] = dq if g_chunk is None else dq.mul_(g_chunk)
+            # one part unless a single block is longer than a chunk
+            parts = [(slice(col, col + CHUNK), dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt))
+                     for col in range(0, size, CHUNK)]
+        for cols, dq in parts:
+            if elements is not None:  # q * s is exact (few significand bits), so dq / s gives q back exactly
+                elements[start:stop, cols] = (dq / s.masked_fill(s == 0, 1.0)).masked_fill_((s == 0).expand_as(dq), 0.0)
+            out[start:stop, cols] = dq if g_chunk is None else dq.mul_(g_chunk)
         scales[start:stop] = s
 
-    if block_size is None:
-        result = out.reshape(moved.shape)
-    else:
-        result = out.reshape(-1, padded_length)[:, :length].reshape(moved.shape)
-    result = result.movedim(-1, axis) if x32.dim() else result.reshape(())
-    result = result.contiguous().to(x.dtype)
+    result = _restore_layout(out, moved.shape, padded_length, length, block_size, axis, x32.dim())
+    result = result.to(x.dtype)
     if not return_scales:
         return result
     block_scales = scales.reshape(*rows_shape, n_per_row) if block_size is not None else scales.reshape(1)
     global_out = None if g is None else (g.reshape(()) if global_scale == "tensor" else g.reshape(*rows_shape, 1))
-    return result, BlockScales(block_scales, global_out)
+    element_values = _restore_layout(elements, moved.shape, padded_length, length, block_size, axis, x32.dim())
+    return result, BlockScales(block_scales, global_out, element_values)
+
+
+def _restore_layout(blocks: torch.Tensor, moved_shape: torch.Size, padded_length: int, length: int,
+                    block_size: int | None, axis: int, ndim: int) -> torch.Tensor:
+    """Blocks back to the input's layout: drop padding, move the block axis back, make contiguous."""
+    if block_size is None:
+        result = blocks.reshape(moved_shape)
+    else:
+        result = blocks.reshape(-1, padded_length)[:, :length].reshape(moved_shape)
+    return (result.movedim(-1, axis) if ndim else result.reshape(())).contiguous()
 
 
 def _check_block_args(block_size: int | None, global_scale: str | None, axis: int, x: torch.Tensor) -> None:

@@ -152,3 +152,27 @@ def test_bad_arguments_name_the_value(kwargs, match):
 def test_bad_dtypes(x):
     with pytest.raises(ValueError, match=str(x.dtype)):
         quantize_blocks(x)
+
+
+@pytest.mark.parametrize(("elem", "scale", "block_size", "rule", "global_scale"), [
+    ("e2m1", "ue4m3", 16, "absmax", None),
+    ("e2m1", "ue4m3", 16, "four_over_six", "tensor"),
+    ("e2m1", "e8m0", 32, "e8m0_floor", None),
+    ("e2m1", "ue5m3", 8, "brute_force", "row"),
+    ("e4m3", "fp32", None, "absmax", None),
+    ("int4", "ue4m3", 10, "prevent_zero", None),
+])
+def test_scales_and_elements_rebuild_the_result_exactly(elem, scale, block_size, rule, global_scale):
+    x = randn(24, 40) * 0.05
+    q, parts = quantize_blocks(x, elem, scale, block_size, rule, global_scale=global_scale, return_scales=True)
+    assert torch.equal(quantize(parts.elements, elem), parts.elements)  # on the element grid
+    assert torch.equal(quantize(parts.block, scale), parts.block)  # on the scale grid
+    size = x.numel() if block_size is None else block_size
+    if block_size is None:
+        s = parts.block.reshape(1, 1)
+    else:
+        s = parts.block.repeat_interleave(size, dim=-1)[..., : x.shape[-1]]
+    rebuilt = parts.elements * s
+    if parts.global_ is not None:
+        rebuilt = rebuilt * parts.global_
+    assert torch.equal(rebuilt, q)
