@@ -105,9 +105,9 @@ def quantize_blocks(
             parts = [(slice(None), dq)]
         else:
             s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
-            # one part unless a single block is longer than a chunk
-            parts = [(slice(col, col + CHUNK), dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt))
-                     for col in range(0, size, CHUNK)]
+            # one part unless a single block is longer than a chunk; a generator keeps one part alive at a time
+            parts = ((slice(col, col + CHUNK), dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt))
+                     for col in range(0, size, CHUNK))
         for cols, dq in parts:
             if elements is not None:  # q * s is exact (few significand bits), so dq / s gives q back exactly
                 elements[start:stop, cols] = (dq / s.masked_fill(s == 0, 1.0)).masked_fill_((s == 0).expand_as(dq), 0.0)
