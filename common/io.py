@@ -30,6 +30,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if tmp.is_file():
             with open(tmp, "rb+") as handle:
                 os.fsync(handle.fileno())
+        tmp.chmod(0o666 & ~_umask())  # mkstemp makes 0600 files; artifacts get the usual permissions
         os.replace(tmp, final)
     except BaseException:
         if tmp.is_dir():
@@ -47,12 +48,19 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}.", dir=final.parent))
     try:
         yield tmp
+        tmp.chmod(0o777 & ~_umask())
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

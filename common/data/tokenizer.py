@@ -1,0 +1,59 @@
+"""Byte-level BPE tokenizer trained with ``tokenizers`` and saved in the standard HF format.
+
+Byte-level: every string round-trips exactly (``decode(encode(s)) == s``). One special token,
+``<|endoftext|>``, serves as end-of-document (EOS), beginning (BOS) and padding token. Training is on the
+pretraining split only, with a single thread so the merges are identical on every run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from common.io import atomic_dir
+
+from .documents import Document
+
+EOS = "<|endoftext|>"
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int = 2):
+    """A ``PreTrainedTokenizerFast`` with a byte-level BPE of ``vocab_size`` entries trained on ``texts``."""
+    os.environ["RAYON_NUM_THREADS"] = "1"  # deterministic merges (set before the first tokenizers call)
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < 300:
+        raise ValueError(f"vocab_size must be at least 300 (256 bytes + merges + special), got {vocab_size}")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, bos_token=EOS, pad_token=EOS,
+                                   unk_token=None, clean_up_tokenization_spaces=False)
+
+
+def save_tokenizer(tokenizer, out_dir: str | Path) -> None:
+    with atomic_dir(out_dir) as tmp:
+        tokenizer.save_pretrained(tmp)
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    if not Path(path, "tokenizer.json").is_file() and Path(path).exists():
+        raise ValueError(f"no tokenizer.json in {str(path)!r}")
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def token_stream(tokenizer, documents: Sequence[Document]) -> list[int]:
+    """Token ids of ``documents`` in order, each followed by EOS (the training/evaluation stream)."""
+    ids: list[int] = []
+    eos = tokenizer.eos_token_id
+    for encoded in tokenizer([d.text for d in documents], add_special_tokens=False)["input_ids"]:
+        ids.extend(encoded)
+        ids.append(eos)
+    return ids

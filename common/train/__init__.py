@@ -1,0 +1,5 @@
+"""The shared training loop (pretraining, continual pretraining, QAT through hooks)."""
+
+from .loop import Hooks, SequenceSampler, TrainConfig, causal_lm_loss, evaluate_loss, learning_rate, train
+
+__all__ = ["Hooks", "SequenceSampler", "TrainConfig", "causal_lm_loss", "evaluate_loss", "learning_rate", "train"]

