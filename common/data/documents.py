@@ -15,6 +15,7 @@ the rest to train. Each split is written as JSONL, one ``{"id", "text"}`` per li
 from __future__ import annotations
 
 import fnmatch
+import glob
 import json
 import re
 import tarfile
@@ -71,7 +72,8 @@ def read_local_documents(paths: Sequence[str | Path]) -> list[Document]:
     """One document per local text file (id = file stem; paths may be globs)."""
     files: list[Path] = []
     for pattern in paths:
-        matched = sorted(Path().glob(str(pattern))) if any(c in str(pattern) for c in "*?[") else [Path(pattern)]
+        matched = ([Path(p) for p in sorted(glob.glob(str(pattern)))] if any(c in str(pattern) for c in "*?[")
+                   else [Path(pattern)])
         missing = [p for p in matched if not p.is_file()]
         if not matched or missing:
             raise ValueError(f"no text file at {str(missing[0] if missing else pattern)!r}")

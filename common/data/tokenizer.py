@@ -2,7 +2,8 @@
 
 Byte-level: every string round-trips exactly (``decode(encode(s)) == s``). One special token,
 ``<|endoftext|>``, serves as end-of-document (EOS), beginning (BOS) and padding token. Training is on the
-pretraining split only, with a single thread so the merges are identical on every run.
+pretraining split only, sequentially (``TOKENIZERS_PARALLELISM=false`` while training), so that merges of
+equal count break ties the same way and the tokenizer is byte-identical on every run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ EOS = "<|endoftext|>"
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int = 2):
     """A ``PreTrainedTokenizerFast`` with a byte-level BPE of ``vocab_size`` entries trained on ``texts``."""
-    os.environ["RAYON_NUM_THREADS"] = "1"  # deterministic merges (set before the first tokenizers call)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,7 +31,15 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192, min_frequency:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[EOS],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer)
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # sequential counting: equal-count merges tie-break the same
+    try:
+        tokenizer.train_from_iterator(texts, trainer)
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM")
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, bos_token=EOS, pad_token=EOS,
                                    unk_token=None, clean_up_tokenization_spaces=False)
 

@@ -1,0 +1,41 @@
+"""Post-training quantization of Hugging Face causal LMs: recipes, layer selection, fake quantization and
+quantized checkpoints (element codes + block scales, rebuilt bit-exactly).
+
+>>> recipe = QuantRecipe.from_name("NVFP4", activations=True)                 # doctest: +SKIP
+>>> names = select_linears(model, skip_proportion=(3 / 26, 2 / 26))            # doctest: +SKIP
+>>> with apply_quantization(model, recipe, names):                             # doctest: +SKIP
+...     logits = model(input_ids).logits                                       # model restored on exit
+>>> save_quantized_checkpoint(model, tokenizer, recipe, names, "out/nvfp4")    # doctest: +SKIP
+>>> qmodel, handle = load_quantized_checkpoint("out/nvfp4")                    # doctest: +SKIP
+
+Command line: ``python -m common.ptq quantize --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
+"""
+
+from .apply import QuantizationHandle, apply_quantization
+from .checkpoint import (
+    checkpoint_size_bytes,
+    dequantize_weight,
+    load_quantized_checkpoint,
+    read_quantization_config,
+    save_quantized_checkpoint,
+    size_report,
+)
+from .recipe import QuantRecipe, QuantSpec
+from .select import DEFAULT_INCLUDE, block_index, num_blocks, select_linears
+
+__all__ = [
+    "DEFAULT_INCLUDE",
+    "QuantRecipe",
+    "QuantSpec",
+    "QuantizationHandle",
+    "apply_quantization",
+    "block_index",
+    "checkpoint_size_bytes",
+    "dequantize_weight",
+    "load_quantized_checkpoint",
+    "num_blocks",
+    "read_quantization_config",
+    "save_quantized_checkpoint",
+    "select_linears",
+    "size_report",
+]

@@ -1,0 +1,104 @@
+"""Fake quantization of selected Linear layers, in place and reversibly, without changing any module class.
+
+Weights: each selected ``weight`` Parameter keeps its identity; its ``.data`` is replaced by
+``quantize_blocks(W, ...)`` along ``in_features`` (the last axis of the ``(out_features, in_features)`` weight)
+and the original tensor is kept to be put back. Activations: a forward pre-hook replaces the layer input ``x`` by
+``quantize_blocks(x, ...)`` along its last (hidden) axis, i.e. per token in blocks, recomputed on every call
+(dynamic scales). :meth:`QuantizationHandle.remove` restores the original tensors (the very same objects, so the
+model is bit-exactly as before) and removes the hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from types import TracebackType
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from .recipe import QuantRecipe, QuantSpec
+
+
+class QuantizationHandle:
+    """What :func:`apply_quantization` changed; ``remove()`` undoes it (idempotent). A context manager too:
+    ``with apply_quantization(model, recipe, names): ...`` restores the model on exit."""
+
+    def __init__(self, recipe: QuantRecipe, names: list[str]) -> None:
+        self.recipe = recipe
+        self.names = names
+        self._originals: list[tuple[nn.Parameter, torch.Tensor]] = []
+        self._hooks: list[RemovableHandle] = []
+
+    @property
+    def active(self) -> bool:
+        """True until :meth:`remove` (False at once if nothing was changed)."""
+        return bool(self._originals or self._hooks)
+
+    def remove(self) -> None:
+        """Put every original weight tensor back and remove every activation hook."""
+        with torch.no_grad():
+            for param, original in self._originals:
+                param.data = original
+        for hook in self._hooks:
+            hook.remove()
+        self._originals.clear()
+        self._hooks.clear()
+
+    def __enter__(self) -> QuantizationHandle:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.remove()
+
+
+def linear_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Linear]:
+    """``{name: module}`` for ``names``; ValueError naming a name that is not an ``nn.Linear`` of ``model``."""
+    if isinstance(names, str) or not names:
+        raise ValueError(f"names must be a non-empty list of module names, got {names!r}")
+    modules = dict(model.named_modules())
+    for name in names:
+        if not isinstance(modules.get(name), nn.Linear):
+            found = "no such module" if name not in modules else type(modules[name]).__name__
+            raise ValueError(f"module {name!r} is not an nn.Linear of the model ({found})")
+    return {name: modules[name] for name in names}
+
+
+def apply_quantization(model: nn.Module, recipe: QuantRecipe, names: Sequence[str], *,
+                       weights: bool = True) -> QuantizationHandle:
+    """Fake-quantize the Linear modules ``names`` of ``model`` in place with ``recipe``; returns the handle.
+
+    ``W <- recipe.weights.quantize(W)`` (blocks along ``in_features``) for each selected weight, once per
+    Parameter (a weight shared by two names is quantized once); a forward pre-hook ``x <-
+    recipe.activations.quantize(x)`` (blocks along the last axis) on each selected module, once per module.
+    ``weights=False`` leaves the weights alone and attaches only the activation hooks (for a model whose weights
+    already hold quantized values, e.g. :func:`common.ptq.load_quantized_checkpoint`). On an error, whatever was
+    already changed is undone before the error propagates.
+    """
+    modules = linear_modules(model, names)
+    handle = QuantizationHandle(recipe, list(names))
+    try:
+        seen_params: set[int] = set()
+        seen_modules: set[int] = set()
+        for module in modules.values():
+            if weights and recipe.weights is not None and id(module.weight) not in seen_params:
+                seen_params.add(id(module.weight))
+                original = module.weight.data
+                with torch.no_grad():
+                    quantized = recipe.weights.quantize(original)
+                handle._originals.append((module.weight, original))
+                module.weight.data = quantized
+            if recipe.activations is not None and id(module) not in seen_modules:
+                seen_modules.add(id(module))
+                handle._hooks.append(module.register_forward_pre_hook(partial(_quantize_input, recipe.activations)))
+    except BaseException:
+        handle.remove()
+        raise
+    return handle
+
+
+def _quantize_input(spec: QuantSpec, module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """Forward pre-hook: the first positional input quantized along its last axis, other inputs unchanged."""
+    return (spec.quantize(args[0]), *args[1:])

@@ -1,0 +1,83 @@
+"""Cleaning, archive extraction, deterministic splits, JSONL round trip."""
+
+import json
+
+import pytest
+
+from common.data.documents import (
+    Document,
+    clean_documents,
+    clean_text,
+    read_archive_documents,
+    read_jsonl,
+    read_local_documents,
+    split_documents,
+    write_splits,
+)
+from common.data.sources import sha256_of
+
+from .test_sources import source_for, tiny_archive
+
+
+def test_clean_text():
+    raw = "Line one  \r\nline two\r\n\r\n\r\n\r\nLast\t\n"
+    assert clean_text(raw) == "Line one\nline two\n\nLast"
+    gutenberg = ("Header\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\nBody text.\n"
+                 "*** END OF THE PROJECT ***\nLicense")
+    assert clean_text(gutenberg) == "Body text."
+    assert clean_text("e\u0301") == "\u00e9"  # NFC
+
+
+def test_archive_documents_with_json_members_and_exclusions(tmp_path):
+    archive = tiny_archive(tmp_path / "t.tgz", {
+        "package/data/b.json": json.dumps({"text": "bee"}),
+        "package/data/a.json": json.dumps({"text": "ay"}),
+        "package/data/contents.json": json.dumps({"text": "skip me"}),
+        "package/lib/c.json": json.dumps({"text": "outside"}),
+    })
+    source = source_for(archive)
+    source = type(source)(**{**source.__dict__, "members": "package/data/*.json", "text_field": "text",
+                             "exclude": ("contents",)})
+    docs = read_archive_documents(archive, source)
+    assert docs == [Document("a", "ay"), Document("b", "bee")]
+    assert sha256_of(archive) == source.sha256
+
+
+def test_splits_are_deterministic_disjoint_and_complete():
+    docs = [Document(f"d{i:03d}", "x" * 300) for i in range(50)]
+    a = split_documents(docs, seed=0)
+    assert split_documents(list(reversed(docs)), seed=0) == a  # input order does not matter
+    assert split_documents(docs, seed=1) != a
+    ids = [d.id for split in a.values() for d in split]
+    assert sorted(ids) == sorted(d.id for d in docs)
+    assert (len(a["train"]), len(a["validation"]), len(a["test"])) == (40, 5, 5)
+    with pytest.raises(ValueError, match="validation fraction must be in"):
+        split_documents(docs, seed=0, validation=0.7)
+    with pytest.raises(ValueError, match="at least 3 documents"):
+        split_documents(docs[:2], seed=0)
+
+
+def test_short_and_duplicate_documents():
+    docs = clean_documents([Document("a", "x" * 250), Document("b", "short")], min_chars=200)
+    assert [d.id for d in docs] == ["a"]
+    with pytest.raises(ValueError, match="duplicate document id 'a'"):
+        clean_documents([Document("a", "x" * 300), Document("a", "y" * 300)])
+
+
+def test_write_splits_and_read_back(tmp_path):
+    docs = [Document(f"d{i}", f"text {i} " * 40) for i in range(10)]
+    splits = split_documents(docs, seed=0)
+    write_splits(tmp_path, splits, {"source": {"files": {}}})
+    assert read_jsonl(tmp_path / "train.jsonl") == splits["train"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["splits"]["test"]["documents"] == len(splits["test"])
+    assert manifest["splits"]["train"]["characters"] == sum(len(d.text) for d in splits["train"])
+
+
+def test_local_files(tmp_path):
+    (tmp_path / "one.txt").write_text("first")
+    (tmp_path / "two.txt").write_text("second")
+    docs = read_local_documents([str(tmp_path / "*.txt")])
+    assert docs == [Document("one", "first"), Document("two", "second")]
+    with pytest.raises(ValueError, match="no text file at"):
+        read_local_documents([str(tmp_path / "missing.txt")])

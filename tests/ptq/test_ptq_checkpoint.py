@@ -1,0 +1,187 @@
+"""Quantized checkpoints: codes + scales on disk, rebuilt torch.equal to apply_quantization, atomically written."""
+
+import json
+import struct
+
+import pytest
+import torch
+from ptq_testing import TINY, assert_same_state, logits, mlp_names, snapshot, tiny_llama
+
+from common.ptq import (
+    QuantRecipe,
+    QuantSpec,
+    apply_quantization,
+    checkpoint_size_bytes,
+    load_quantized_checkpoint,
+    read_quantization_config,
+    save_quantized_checkpoint,
+    size_report,
+)
+from common.ptq.checkpoint import pack_nibbles, unpack_nibbles
+
+RECIPES = {
+    "e2m1_ue4m3_16_absmax": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "absmax")),
+    "NVFP4_act": QuantRecipe.from_name("NVFP4", activations=True),
+    "MXFP4": QuantRecipe.from_name("MXFP4"),
+    "e4m3_per_tensor_fp32": QuantRecipe(QuantSpec("e4m3", "fp32", None), QuantSpec("e4m3", "fp32", None)),
+    "NVFP4_4over6_row": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="row")),
+    "int4_ragged_24_prevent_zero": QuantRecipe(QuantSpec("int4", "ue4m3", 24, prevent_zero=True)),
+    "e2m3_e8m0_act_only": QuantRecipe(None, QuantSpec("e2m3", "e8m0", 32, "e8m0_rceil")),
+}
+
+
+def header(folder):
+    """name -> (dtype, shape, bytes) from the safetensors header."""
+    with open(folder / "model.safetensors", "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        entries = json.loads(handle.read(length))
+    entries.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0]) for k, v in entries.items()}
+
+
+@pytest.mark.parametrize("recipe_id", list(RECIPES))
+def test_save_load_equals_apply_quantization(tmp_path, model, input_ids, recipe_id):
+    recipe, names = RECIPES[recipe_id], mlp_names(range(1, 6))
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    loaded, handle = load_quantized_checkpoint(tmp_path / "q")
+    with apply_quantization(model, recipe, names):
+        assert_same_state(loaded.state_dict(), model.state_dict())
+        assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
+    assert len(handle._hooks) == (0 if recipe.activations is None else len(names))
+    handle.remove()
+    assert not any(m._forward_pre_hooks for m in loaded.modules())
+
+
+def test_files_and_quantization_config(tmp_path, model):
+    names = mlp_names(range(6))
+    save_quantized_checkpoint(model, None, RECIPES["NVFP4_act"], names, tmp_path / "q")
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
+        "config.json", "model.safetensors", "quantization_config.json"]
+    meta = read_quantization_config(tmp_path / "q")
+    assert meta["modules"] == names
+    assert meta["recipe"] == RECIPES["NVFP4_act"].to_dict()
+    assert meta["weights"]["model.layers.0.mlp.down_proj"] == {"shape": [32, 64], "dtype": "float32"}
+    assert meta["packing"]["packed"]
+    assert meta["packing"]["codes_per_byte"] == 2
+    assert meta["scale_storage"] == "codes"
+    assert set(meta["versions"]) == {"lowbit-lab", "torch", "transformers"}
+    entries = header(tmp_path / "q")
+    assert entries["model.layers.0.mlp.down_proj.qcodes"] == ("U8", [32, 32], 32 * 32)
+    assert entries["model.layers.0.mlp.down_proj.qscales"] == ("U8", [32, 4], 32 * 4)
+    assert entries["model.layers.0.mlp.down_proj.qglobal"] == ("F32", [], 4)
+    assert not any(key.endswith("mlp.down_proj.weight") for key in entries)
+    assert entries["model.layers.0.self_attn.q_proj.weight"] == ("F32", [32, 32], 32 * 32 * 4)
+    assert json.loads((tmp_path / "q" / "config.json").read_text())["num_hidden_layers"] == 6
+
+
+def test_per_tensor_fp32_scale_storage(tmp_path, model):
+    save_quantized_checkpoint(model, None, RECIPES["e4m3_per_tensor_fp32"], ["lm_head"], tmp_path / "q")
+    entries = header(tmp_path / "q")
+    assert entries["lm_head.qcodes"] == ("U8", [TINY["vocab_size"], 32], TINY["vocab_size"] * 32)
+    assert entries["lm_head.qscales"] == ("F32", [1], 4)
+    assert "lm_head.qglobal" not in entries
+    assert read_quantization_config(tmp_path / "q")["scale_storage"] == "float32"
+
+
+def test_packed_4bit_codes_halve_the_code_bytes(tmp_path, model):
+    names = mlp_names(range(6))
+    save_quantized_checkpoint(model, None, QuantRecipe.from_name("MXFP4"), names, tmp_path / "fp4")
+    save_quantized_checkpoint(model, None, QuantRecipe.from_name("MXFP8"), names, tmp_path / "fp8")
+    fp4, fp8 = header(tmp_path / "fp4"), header(tmp_path / "fp8")
+    for name in names:
+        assert 2 * fp4[f"{name}.qcodes"][2] == fp8[f"{name}.qcodes"][2] == model.get_submodule(name).weight.numel()
+    assert not read_quantization_config(tmp_path / "fp8")["packing"]["packed"]
+
+
+def test_nibble_packing_round_trip_odd_length():
+    codes = torch.randint(0, 16, (3, 7), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    packed = pack_nibbles(codes)
+    assert packed.shape == (3, 4)
+    assert packed[0, 0] == codes[0, 0] | codes[0, 1] << 4
+    assert packed[0, 3] == codes[0, 6]
+    assert torch.equal(unpack_nibbles(packed, 7), codes)
+
+
+def test_sizes_smaller_than_the_fp32_original(tmp_path, model):
+    model.save_pretrained(tmp_path / "orig")
+    names = mlp_names(range(6))
+    save_quantized_checkpoint(model, None, RECIPES["NVFP4_act"], names, tmp_path / "q")
+    report = size_report(model, tmp_path / "q")
+    weights = 6 * 3 * 32 * 64
+    assert report["selected_original_bytes"] == 4 * weights
+    assert report["selected_quantized_bytes"] == weights // 2 + weights // 16 + 4 * len(names)
+    assert 4.5 < report["bits_per_weight"] < 4.52
+    assert report["checkpoint_bytes"] == checkpoint_size_bytes(tmp_path / "q")
+    assert report["checkpoint_bytes"] < checkpoint_size_bytes(tmp_path / "orig")
+    header_bytes = report["checkpoint_bytes"] - (report["original_bytes"] - report["selected_original_bytes"]
+                                                 + report["selected_quantized_bytes"])
+    with open(tmp_path / "q" / "model.safetensors", "rb") as handle:
+        assert header_bytes == 8 + struct.unpack("<Q", handle.read(8))[0]  # the rest: the safetensors header
+    assert report["ratio"] == report["checkpoint_bytes"] / report["original_bytes"]
+
+
+def test_tied_embeddings_are_stored_once_and_stay_tied(tmp_path, input_ids):
+    model = tiny_llama(tie_word_embeddings=True)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    assert read_quantization_config(tmp_path / "q")["tied"] == {"lm_head.weight": "model.embed_tokens.weight"}
+    assert "lm_head.weight" not in header(tmp_path / "q")
+    loaded, _ = load_quantized_checkpoint(tmp_path / "q")
+    assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
+    with apply_quantization(model, recipe, names):
+        assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
+    with pytest.raises(ValueError, match=r"weight 'lm_head\.weight' is tied to another tensor"):
+        save_quantized_checkpoint(model, None, recipe, ["lm_head"], tmp_path / "tied")
+    assert not (tmp_path / "tied").exists()
+
+
+class FailingTokenizer:
+    def save_pretrained(self, folder):
+        (folder / "tokenizer.json").write_text("{")
+        raise RuntimeError("disk full")
+
+
+def test_failed_save_leaves_no_output_folder(tmp_path, model):
+    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_quantized_checkpoint(model, FailingTokenizer(), recipe, names, tmp_path / "q")
+    assert list(tmp_path.iterdir()) == []
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    before = sorted(p.name for p in (tmp_path / "q").iterdir())
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_quantized_checkpoint(model, FailingTokenizer(), recipe, names, tmp_path / "q")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q"]
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == before
+
+
+def test_save_leaves_the_model_untouched(tmp_path, model):
+    before = snapshot(model)
+    save_quantized_checkpoint(model, None, RECIPES["NVFP4_act"], mlp_names(range(6)), tmp_path / "q")
+    assert_same_state(model.state_dict(), before)
+    assert not any(m._forward_pre_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize(("recipe", "names", "message"), [
+    (QuantRecipe(QuantSpec("bf16", "e8m0", 32)), ["lm_head"], "element format 'bf16' has 16 bits"),
+    (QuantRecipe.from_name("NVFP4"), ["model.norm"], "'model.norm' is not an nn.Linear"),
+])
+def test_bad_saves_raise_before_writing(tmp_path, model, recipe, names, message):
+    with pytest.raises(ValueError, match=message):
+        save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_rejects_a_plain_folder(tmp_path, model):
+    model.save_pretrained(tmp_path / "orig")
+    with pytest.raises(ValueError, match=r"'.*orig' is not a quantized checkpoint"):
+        load_quantized_checkpoint(tmp_path / "orig")
+
+
+def test_bfloat16_source_loads_as_the_float32_quantization(tmp_path, model):
+    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    save_quantized_checkpoint(model.to(torch.bfloat16), None, recipe, names, tmp_path / "q")
+    assert read_quantization_config(tmp_path / "q")["weights"][names[0]]["dtype"] == "bfloat16"
+    loaded, _ = load_quantized_checkpoint(tmp_path / "q")
+    with apply_quantization(model.float(), recipe, names):
+        assert_same_state(loaded.state_dict(), model.state_dict())

@@ -1,0 +1,63 @@
+"""QuantSpec / QuantRecipe: named constructors, dict round trip, validation naming the offending value."""
+
+import json
+
+import pytest
+import torch
+
+from common.ptq import QuantRecipe, QuantSpec
+from common.scaling import quantize_blocks
+
+MXFP4 = QuantSpec("e2m1", "e8m0", 32, "e8m0_floor")
+
+
+def test_from_name():
+    assert QuantRecipe.from_name("MXFP4") == QuantRecipe(MXFP4, None, "W:MXFP4")
+    both = QuantRecipe.from_name("MXFP4", activations=True)
+    assert both.weights == both.activations == MXFP4
+    nvfp4 = QuantRecipe.from_name("NVFP4", activations="MXFP8")
+    assert nvfp4.weights == QuantSpec("e2m1", "ue4m3", 16, "absmax", global_scale="tensor")
+    assert nvfp4.activations == QuantSpec("e4m3", "e8m0", 32, "e8m0_floor")
+
+
+def test_dict_round_trip_through_json():
+    recipe = QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "four_over_six", prevent_zero=True, global_scale="row",
+                                   rule_options={"criterion": "mae"}),
+                         QuantSpec("e4m3", "fp32", None), "custom")
+    data = json.loads(json.dumps(recipe.to_dict()))
+    assert data["weights"]["rule_options"] == {"criterion": "mae"}
+    assert data["activations"]["block_size"] is None
+    assert QuantRecipe.from_dict(data) == recipe
+    assert hash(QuantRecipe.from_dict(data)) == hash(recipe)
+    assert QuantRecipe.from_dict({"weights": {"elem": "int4", "scale": "ue4m3"}}).weights.block_size == 16
+
+
+def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))
+    spec = QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="tensor", rule_options={"criterion": "mae"})
+    expected = quantize_blocks(x, "e2m1", "ue4m3", 16, "four_over_six", global_scale="tensor", criterion="mae")
+    assert torch.equal(spec.quantize(x), expected)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: QuantSpec("e9m9", "ue4m3"), "unknown format 'e9m9'; valid formats: e4m3"),
+    (lambda: QuantSpec("e2m1", "ue9m3"), "unknown format 'ue9m3'"),
+    (lambda: QuantSpec("e2m1", "ue4m3", 16, "best"), "unknown scale rule 'best'; valid scale rules: absmax"),
+    (lambda: QuantSpec("e2m1", "ue4m3", 0), "block_size must be an integer >= 1 or None .*got 0"),
+    (lambda: QuantSpec("e2m1", "ue4m3", global_scale="col"), "unknown global_scale 'col'; valid: None, tensor, row"),
+    (lambda: QuantSpec("e2m1", "ue4m3", None, global_scale="row"), "global_scale='row' needs blocks"),
+    (lambda: QuantSpec("e2m1", "ue4m3", rule_options={"criterion": "mae"}),
+     "unknown option 'criterion' of scale rule 'absmax'; valid options: none"),
+    (lambda: QuantSpec("e2m1", "ue4m3", rule="four_over_six", rule_options={"crit": "mae"}),
+     "unknown option 'crit' of scale rule 'four_over_six'; valid options: criterion"),
+    (lambda: QuantRecipe(None, None), "needs weights, activations or both"),
+    (lambda: QuantRecipe("NVFP4"), "weights must be a QuantSpec or None, got 'NVFP4'"),
+    (lambda: QuantRecipe.from_name("NVFP9"), "unknown recipe 'NVFP9'; valid recipes: MXFP4"),
+    (lambda: QuantRecipe.from_name("NVFP4", activations="fp8"), "unknown recipe 'fp8'"),
+    (lambda: QuantRecipe.from_dict({"weights": None, "acts": None}), "unknown recipe key 'acts'; valid keys"),
+    (lambda: QuantRecipe.from_dict({"weights": {"elem": "e2m1", "scale": "e8m0", "size": 32}}),
+     "unknown quantization spec key 'size'"),
+])
+def test_invalid_recipes_name_the_value(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
