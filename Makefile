@@ -15,10 +15,11 @@ export PYTHONHASHSEED := 0
 
 setup: $(STAMP)
 
-$(STAMP): envs/requirements.txt envs/constraints.txt pyproject.toml
+$(STAMP): envs/requirements.txt envs/constraints.txt envs/requirements-nodeps.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r envs/requirements.txt -c envs/constraints.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r envs/requirements-nodeps.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 

@@ -1,0 +1,35 @@
+"""Evaluation of causal LMs: strided perplexity, zero-shot cloze and multiple-choice tasks built from held-out
+documents (scored as lm-eval-harness scores LAMBADA and HellaSwag), evaluation records, an lm-eval adapter.
+
+>>> from common.eval import perplexity, token_stream, read_split
+>>> stream = token_stream(tokenizer, read_split("data/valid.jsonl"))            # doctest: +SKIP
+>>> perplexity(model, stream, window=512, stride=256)["perplexity"]             # doctest: +SKIP
+"""
+
+from .data import read_split, token_stream
+from .lm_eval_adapter import run_lm_eval
+from .perplexity import perplexity, window_spans
+from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from .tasks import build_choice_task, build_cloze_task, read_task, sentence_spans, write_task
+from .zeroshot import encode_pair, loglikelihoods, score_choice, score_cloze
+
+__all__ = [
+    "build_choice_task",
+    "build_cloze_task",
+    "describe_model",
+    "encode_pair",
+    "evaluation_record",
+    "file_summary",
+    "loglikelihoods",
+    "perplexity",
+    "read_split",
+    "read_task",
+    "run_lm_eval",
+    "score_choice",
+    "score_cloze",
+    "sentence_spans",
+    "token_stream",
+    "window_spans",
+    "write_evaluation",
+    "write_task",
+]

@@ -1,0 +1,134 @@
+"""Command line: evaluate a checkpoint on a split (+ optional zero-shot tasks), or build the tasks of a split.
+
+    python -m common.eval --model DIR --tokenizer DIR --split FILE.jsonl [--cloze TASK.jsonl]
+        [--choice TASK.jsonl] --window W --stride S [--batch-size B] [--quantization RECIPE.json] --out OUT.json
+    python -m common.eval build-tasks --split FILE.jsonl --out-dir DIR --n N --seed S
+        [--n-choices 4] [--context-words 50] [--context-sentences 3]      # writes DIR/cloze.jsonl, DIR/choice.jsonl
+
+Bad input exits with status 2 and a message naming the offending value; every output file is written
+atomically after all computation succeeded, so a failed run writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .data import read_split, token_stream
+from .perplexity import perplexity
+from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from .tasks import build_choice_task, build_cloze_task, read_task, write_task
+from .zeroshot import score_choice, score_cloze
+
+CLOZE_FILE = "cloze.jsonl"
+CHOICE_FILE = "choice.jsonl"
+
+
+def _evaluate_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m common.eval", description="Evaluate a causal LM checkpoint.")
+    parser.add_argument("--model", required=True, type=Path, help="HF causal LM folder")
+    parser.add_argument("--tokenizer", required=True, type=Path, help="HF tokenizer folder")
+    parser.add_argument("--split", required=True, type=Path, help="corpus split, JSONL of {id, text}")
+    parser.add_argument("--cloze", type=Path, help="cloze task JSONL (build-tasks)")
+    parser.add_argument("--choice", type=Path, help="choice task JSONL (build-tasks)")
+    parser.add_argument("--window", required=True, type=int, help="perplexity window, tokens")
+    parser.add_argument("--stride", required=True, type=int, help="perplexity stride, tokens")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--quantization", type=Path, help="JSON recipe the model was quantized with (recorded)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", required=True, type=Path, help="evaluation record JSON")
+    return parser
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m common.eval build-tasks", description="Build the zero-shot tasks of a held-out split."
+    )
+    parser.add_argument("--split", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--n", required=True, type=int, help="examples per task")
+    parser.add_argument("--seed", required=True, type=int)
+    parser.add_argument("--n-choices", type=int, default=4)
+    parser.add_argument("--context-words", type=int, default=50)
+    parser.add_argument("--context-sentences", type=int, default=3)
+    return parser
+
+
+def _require(kind: str, path: Path | None, folder: bool = False) -> None:
+    if path is not None and not (path.is_dir() if folder else path.is_file()):
+        raise ValueError(f"{kind} {str(path)!r} is not {'a folder' if folder else 'a file'}")
+
+
+def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    _require("--model", args.model, folder=True)
+    _require("--tokenizer", args.tokenizer, folder=True)
+    for kind, path in (("--split", args.split), ("--cloze", args.cloze), ("--choice", args.choice),
+                       ("--quantization", args.quantization)):
+        _require(kind, path)
+    quantization = None
+    if args.quantization is not None:
+        try:
+            quantization = json.loads(args.quantization.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--quantization {str(args.quantization)!r} is not valid JSON ({err.msg})") from None
+
+    start = time.perf_counter()
+    docs = read_split(args.split)
+    tasks = {kind: read_task(path) for kind, path in (("cloze", args.cloze), ("choice", args.choice)) if path}
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(args.device)
+    stream = token_stream(tokenizer, docs)
+    metrics = {"perplexity": perplexity(model, stream, window=args.window, stride=args.stride,
+                                        batch_size=args.batch_size)}
+    data: dict[str, Any] = {
+        "split": {**file_summary(args.split), "documents": len(docs), "tokens": stream.numel()},
+        "window": args.window,
+        "stride": args.stride,
+    }
+    scorers = {"cloze": score_cloze, "choice": score_choice}
+    for kind, examples in tasks.items():
+        metrics[kind] = scorers[kind](model, tokenizer, examples, batch_size=args.batch_size)
+        data[kind] = {**file_summary(getattr(args, kind)), "examples": len(examples)}
+    info = {**describe_model(model, args.model), "tokenizer": str(args.tokenizer)}
+    return evaluation_record(info, quantization, data, metrics, wall_time_s=time.perf_counter() - start)
+
+
+def _build_tasks(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    _require("--split", args.split)
+    docs = read_split(args.split)
+    return {
+        CLOZE_FILE: build_cloze_task(docs, args.n, args.seed, context_words=args.context_words),
+        CHOICE_FILE: build_choice_task(
+            docs, args.n, args.seed, n_choices=args.n_choices, context_sentences=args.context_sentences
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 bad input)."""
+    argv = sys.argv[1:] if argv is None else argv
+    building = bool(argv) and argv[0] == "build-tasks"
+    args = _build_parser().parse_args(argv[1:]) if building else _evaluate_parser().parse_args(argv)
+    try:
+        if building:
+            outputs = _build_tasks(args)
+            for name, examples in outputs.items():
+                write_task(args.out_dir / name, examples)
+            print(f"wrote {', '.join(f'{len(ex)} examples to {args.out_dir / n}' for n, ex in outputs.items())}")
+        else:
+            record = _evaluate(args)
+            write_evaluation(args.out, record)
+            summary = {group: {k: v for k, v in values.items() if k in ("perplexity", "acc", "acc_norm")}
+                       for group, values in record["metrics"].items()}
+            print(f"wrote {args.out}: {json.dumps(summary)}")
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
