@@ -6,8 +6,9 @@
 ``--recipe`` is a name from :data:`common.scaling.RECIPES` (``--activations`` then quantizes the layer inputs
 with the same recipe), a JSON object, or the path of a ``.json`` file, both in :meth:`QuantRecipe.to_dict` form.
 The model is loaded in float32 from local files only; the tokenizer is saved too when the folder has one. On
-success one JSON line is printed (output folder, recipe, module count and :func:`size_report`); bad input exits
-with status 2 and a message naming the value, before anything is written.
+success one JSON line is printed (output folder, recipe, module count and :func:`size_report`), and also saved
+as ``size_report.json`` in the output folder; bad input exits with status 2 and a message naming the value,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 import transformers
 
+from common.io import write_json
 from common.scaling import RECIPES
 
 from .checkpoint import save_quantized_checkpoint, size_report
@@ -78,7 +80,10 @@ def quantize_command(args: argparse.Namespace) -> dict[str, object]:
     names = select_linears(model, include=args.include, exclude=args.exclude, skip_first=args.skip_first,
                            skip_last=args.skip_last)
     out = save_quantized_checkpoint(model, tokenizer, recipe, names, args.out)
-    return {"out": str(out), "recipe": recipe.to_dict(), "modules": len(names), **size_report(model, out)}
+    summary = {"out": str(out), "source": str(model_dir), "recipe": recipe.to_dict(), "modules": len(names),
+               **size_report(model, out)}
+    write_json(out / "size_report.json", summary)  # the size on disk next to the original's, kept as an artifact
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:

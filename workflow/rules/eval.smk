@@ -1,0 +1,51 @@
+# Evaluation: strided perplexity on a split plus the zero-shot tasks built from the corpus's held-out test split.
+# Any model under results/models/ (base, external, quantized/<name>/...) can be evaluated:
+#   results/eval/<model path under results/models>/<corpus>-<split>.json
+
+
+wildcard_constraints:
+    model_path=r"(base|external|quantized/[A-Za-z0-9_.+-]+/(base|external))/[A-Za-z0-9_]+",
+    split="train|validation|test",
+
+
+rule build_zero_shot_tasks:
+    """Cloze (LAMBADA-style) and 4-way continuation (HellaSwag-style) tasks from held-out test documents."""
+    input:
+        "data/corpora/{corpus}/test.jsonl",
+    output:
+        cloze="results/tasks/{corpus}/cloze.jsonl",
+        choice="results/tasks/{corpus}/choice.jsonl",
+    params:
+        n=CFG["eval"]["zero_shot_examples"],
+        seed=CFG["seed"],
+    shell:
+        "{PYTHON} -m common.eval build-tasks --split {input} --out-dir results/tasks/{wildcards.corpus}"
+        " --n {params.n} --seed {params.seed}"
+
+
+rule evaluate_model:
+    """Perplexity on <corpus>/<split> and zero-shot accuracy on <corpus>'s tasks, one JSON per evaluation."""
+    input:
+        model="results/models/{model_path}",
+        split="data/corpora/{corpus}/{split}.jsonl",
+        cloze="results/tasks/{corpus}/cloze.jsonl",
+        choice="results/tasks/{corpus}/choice.jsonl",
+    output:
+        "results/eval/{model_path}/{corpus}-{split}.json",
+    params:
+        window=CFG["eval"]["window"],
+        stride=CFG["eval"]["stride"],
+    threads: 2
+    shell:
+        "{PYTHON} -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
+        " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
+        " --batch-size 8 --out {output}"
+
+
+rule shared_stages:
+    """The shared stages of the active profile: corpus statistics, the base model, its evaluation, and its
+    MXFP4 checkpoint quantization evaluated the same way."""
+    input:
+        expand("results/data/{corpus}.stats.json", corpus=(CFG["data"]["pretrain"], CFG["data"]["shift"])),
+        f"results/eval/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
+        f"results/eval/quantized/mxfp4_mlp/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
