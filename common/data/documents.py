@@ -125,8 +125,28 @@ def write_jsonl(path: str | Path, documents: Iterable[Document]) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[Document]:
+    """Read a split: JSONL, one ``{"id": str, "text": str}`` object a line (blank lines skipped), ids unique,
+    at least one document. A bad line raises ``ValueError`` naming ``path:line`` and the problem."""
+    documents = []
+    seen: set[str] = set()
     with open(path, encoding="utf-8") as handle:
-        return [Document(**json.loads(line)) for line in handle if line.strip()]
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            if not (isinstance(record, dict) and isinstance(record.get("id"), str)
+                    and isinstance(record.get("text"), str)):
+                raise ValueError(f'{path}:{line_no}: expected {{"id": str, "text": str}}, got {line.strip()[:80]!r}')
+            if record["id"] in seen:
+                raise ValueError(f"{path}:{line_no}: duplicate document id {record['id']!r}")
+            seen.add(record["id"])
+            documents.append(Document(record["id"], record["text"]))
+    if not documents:
+        raise ValueError(f"{path}: no documents")
+    return documents
 
 
 def write_splits(out_dir: str | Path, splits: dict[str, list[Document]], manifest: dict) -> None:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.io import atomic_dir
 
 from .documents import Document
+
+if TYPE_CHECKING:
+    import torch
 
 EOS = "<|endoftext|>"
 
@@ -57,11 +61,13 @@ def load_tokenizer(path: str | Path):
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
-def token_stream(tokenizer, documents: Sequence[Document]) -> list[int]:
-    """Token ids of ``documents`` in order, each followed by EOS (the training/evaluation stream)."""
-    ids: list[int] = []
+def token_stream(tokenizer, documents: Sequence[Document]) -> torch.LongTensor:
+    """Token ids of ``documents`` in order, each document's tokens (no special tokens added) followed by
+    ``eos_token_id``: the training/evaluation stream, a 1-D ``torch.long`` tensor."""
+    import torch
+
     eos = tokenizer.eos_token_id
-    for encoded in tokenizer([d.text for d in documents], add_special_tokens=False)["input_ids"]:
-        ids.extend(encoded)
-        ids.append(eos)
-    return ids
+    if eos is None:
+        raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_token_id")
+    encoded = tokenizer([d.text for d in documents], add_special_tokens=False)["input_ids"] if documents else []
+    return torch.tensor([tok for ids in encoded for tok in (*ids, eos)], dtype=torch.long)

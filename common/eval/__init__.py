@@ -1,12 +1,14 @@
 """Evaluation of causal LMs: strided perplexity, zero-shot cloze and multiple-choice tasks built from held-out
 documents (scored as lm-eval-harness scores LAMBADA and HellaSwag), evaluation records, an lm-eval adapter.
 
->>> from common.eval import perplexity, token_stream, read_split
->>> stream = token_stream(tokenizer, read_split("data/valid.jsonl"))            # doctest: +SKIP
+Corpus splits and their token streams come from ``common.data``:
+
+>>> from common.data import read_jsonl, token_stream
+>>> from common.eval import perplexity
+>>> stream = token_stream(tokenizer, read_jsonl("data/valid.jsonl"))            # doctest: +SKIP
 >>> perplexity(model, stream, window=512, stride=256)["perplexity"]             # doctest: +SKIP
 """
 
-from .data import read_split, token_stream
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
@@ -22,13 +24,11 @@ __all__ = [
     "file_summary",
     "loglikelihoods",
     "perplexity",
-    "read_split",
     "read_task",
     "run_lm_eval",
     "score_choice",
     "score_cloze",
     "sentence_spans",
-    "token_stream",
     "window_spans",
     "write_evaluation",
     "write_task",

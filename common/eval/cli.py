@@ -18,10 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
-from .data import read_split, token_stream
+from common.data import read_jsonl, token_stream
+from common.models import is_quantized_checkpoint, load_causal_lm
+from common.ptq import read_quantization_config
+
 from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
 from .tasks import build_choice_task, build_cloze_task, read_task, write_task
@@ -41,7 +43,9 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--window", required=True, type=int, help="perplexity window, tokens")
     parser.add_argument("--stride", required=True, type=int, help="perplexity stride, tokens")
     parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--quantization", type=Path, help="JSON recipe the model was quantized with (recorded)")
+    parser.add_argument("--quantization", type=Path,
+                        help="JSON recipe the model was quantized with, recorded (default: the quantization_config.json"
+                             " of a quantized checkpoint)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", required=True, type=Path, help="evaluation record JSON")
     return parser
@@ -80,10 +84,12 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--quantization {str(args.quantization)!r} is not valid JSON ({err.msg})") from None
 
     start = time.perf_counter()
-    docs = read_split(args.split)
+    docs = read_jsonl(args.split)
     tasks = {kind: read_task(path) for kind, path in (("cloze", args.cloze), ("choice", args.choice)) if path}
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(args.device)
+    model = load_causal_lm(args.model).to(args.device)
+    if quantization is None and is_quantized_checkpoint(args.model):
+        quantization = read_quantization_config(args.model)
     stream = token_stream(tokenizer, docs)
     metrics = {"perplexity": perplexity(model, stream, window=args.window, stride=args.stride,
                                         batch_size=args.batch_size)}
@@ -102,7 +108,7 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 def _build_tasks(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     _require("--split", args.split)
-    docs = read_split(args.split)
+    docs = read_jsonl(args.split)
     return {
         CLOZE_FILE: build_cloze_task(docs, args.n, args.seed, context_words=args.context_words),
         CHOICE_FILE: build_choice_task(

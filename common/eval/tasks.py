@@ -39,6 +39,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from common.data import Document
 from common.io import atomic_path
 
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
@@ -60,14 +61,14 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _check_docs(docs: Sequence[dict[str, str]]) -> None:
+def _check_docs(docs: Sequence[Document]) -> None:
     seen: set[str] = set()
     for i, doc in enumerate(docs):
-        if not (isinstance(doc, dict) and isinstance(doc.get("id"), str) and isinstance(doc.get("text"), str)):
-            raise ValueError(f'document {i} is not {{"id": str, "text": str}}: {str(doc)[:80]!r}')
-        if doc["id"] in seen:
-            raise ValueError(f"duplicate document id {doc['id']!r}")
-        seen.add(doc["id"])
+        if not (isinstance(doc, Document) and isinstance(doc.id, str) and isinstance(doc.text, str)):
+            raise ValueError(f"document {i} is not a Document(id: str, text: str): {str(doc)[:80]!r}")
+        if doc.id in seen:
+            raise ValueError(f"duplicate document id {doc.id!r}")
+        seen.add(doc.id)
 
 
 def _check_sizes(n_examples: int, **minimum_one: int) -> None:
@@ -86,14 +87,14 @@ def _sample(candidates: list[Any], n_examples: int, rng: random.Random, what: st
 
 
 def build_cloze_task(
-    docs: Sequence[dict[str, str]], n_examples: int, seed: int, context_words: int = 50
+    docs: Sequence[Document], n_examples: int, seed: int, context_words: int = 50
 ) -> list[dict[str, Any]]:
     """LAMBADA-style last-word cloze examples (see the module docstring)."""
     _check_docs(docs)
     _check_sizes(n_examples, context_words=context_words)
     candidates = []
     for doc in docs:
-        text = doc["text"]
+        text = doc.text
         spans = sentence_spans(text)
         for j, (start_j, end_j) in enumerate(spans):
             core_end = len(text[start_j:end_j].rstrip(_TRAILING_PUNCT)) + start_j
@@ -108,7 +109,7 @@ def build_cloze_task(
                 i -= 1
                 count += len(text[spans[i][0] : spans[i][1]].split())
             if count >= context_words:
-                candidates.append((doc["id"], j, text[spans[i][0] : word_start - 1], " " + text[word_start:core_end]))
+                candidates.append((doc.id, j, text[spans[i][0] : word_start - 1], " " + text[word_start:core_end]))
     chosen = _sample(candidates, n_examples, random.Random(seed), "cloze")
     return [
         {"id": f"{doc_id}/s{j}", "doc_id": doc_id, "context": context, "target": target}
@@ -117,7 +118,7 @@ def build_cloze_task(
 
 
 def build_choice_task(
-    docs: Sequence[dict[str, str]], n_examples: int, seed: int, n_choices: int = 4, context_sentences: int = 3
+    docs: Sequence[Document], n_examples: int, seed: int, n_choices: int = 4, context_sentences: int = 3
 ) -> list[dict[str, Any]]:
     """HellaSwag-style next-sentence examples with distractors from other documents (see the module docstring)."""
     _check_docs(docs)
@@ -127,8 +128,8 @@ def build_choice_task(
     pool: list[tuple[int, str]] = []  # (document index, sentence) over the whole split
     candidates = []  # (document index, ending sentence index, sentence spans)
     for d, doc in enumerate(docs):
-        spans = sentence_spans(doc["text"])
-        pool.extend((d, doc["text"][s:e]) for s, e in spans)
+        spans = sentence_spans(doc.text)
+        pool.extend((d, doc.text[s:e]) for s, e in spans)
         candidates.extend((d, j, spans) for j in range(context_sentences, len(spans)))
     per_doc = [0] * len(docs)
     for d, _ in pool:
@@ -137,11 +138,11 @@ def build_choice_task(
     rng = random.Random(seed)
     examples = []
     for d, j, spans in _sample(candidates, n_examples, rng, "choice"):
-        text = docs[d]["text"]
+        text = docs[d].text
         if len(pool) - per_doc[d] < n_choices - 1:
             raise ValueError(
                 f"n_choices={n_choices} needs {n_choices - 1} distractor sentences outside document "
-                f"{docs[d]['id']!r}, the other documents hold {len(pool) - per_doc[d]}"
+                f"{docs[d].id!r}, the other documents hold {len(pool) - per_doc[d]}"
             )
         ending = text[spans[j][0] : spans[j][1]]
         picked: list[tuple[int, str]] = []
@@ -152,17 +153,17 @@ def build_choice_task(
                 if len(picked) == n_choices - 1:
                     break
         else:
-            raise ValueError(f"could not draw {n_choices - 1} distinct distractors for document {docs[d]['id']!r}")
+            raise ValueError(f"could not draw {n_choices - 1} distinct distractors for document {docs[d].id!r}")
         gold = rng.randrange(n_choices)
         picked.insert(gold, (d, ending))
         examples.append(
             {
-                "id": f"{docs[d]['id']}/s{j}",
-                "doc_id": docs[d]["id"],
+                "id": f"{docs[d].id}/s{j}",
+                "doc_id": docs[d].id,
                 "context": text[spans[j - context_sentences][0] : spans[j - 1][1]],
                 "choices": [sentence for _, sentence in picked],
                 "gold": gold,
-                "choice_doc_ids": [docs[other]["id"] for other, _ in picked],
+                "choice_doc_ids": [docs[other].id for other, _ in picked],
             }
         )
     return examples

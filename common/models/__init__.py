@@ -84,17 +84,38 @@ def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None
         (tmp / "lowbit_metadata.json").write_text(json.dumps(metadata or {}, indent=2, sort_keys=True) + "\n")
 
 
-def load_model(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
-    """Model and tokenizer from a local HF folder (or a hub id when ``allow_hub``; needs network)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_causal_lm(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
+    """A causal LM in eval mode from a local HF folder (or a hub id when ``allow_hub``; needs network).
+
+    A quantized checkpoint (``common.ptq``: a folder with ``quantization_config.json``) is rebuilt to exactly
+    its fake-quantized values, activation quantization hooks attached, always in float32.
+    """
+    from transformers import AutoModelForCausalLM
 
     local = Path(path_or_id).is_dir()
     if not local and not allow_hub:
         raise ValueError(f"no checkpoint folder at {str(path_or_id)!r} (pass allow_hub=True for a hub id)")
-    kwargs = {"local_files_only": local}
-    model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=dtype, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(str(path_or_id), **kwargs)
-    return model.eval(), tokenizer
+    if local and is_quantized_checkpoint(path_or_id):
+        from common.ptq import load_quantized_checkpoint
+
+        model, _hooks = load_quantized_checkpoint(path_or_id)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=dtype, local_files_only=local)
+    return model.eval()
+
+
+def load_model(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
+    """``(model, tokenizer)`` from one checkpoint folder (see :func:`load_causal_lm`)."""
+    from transformers import AutoTokenizer
+
+    model = load_causal_lm(path_or_id, allow_hub=allow_hub, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(str(path_or_id), local_files_only=Path(path_or_id).is_dir())
+    return model, tokenizer
+
+
+def is_quantized_checkpoint(path: str | Path) -> bool:
+    """Whether ``path`` is a quantized checkpoint written by ``common.ptq`` (its recipe is in the folder)."""
+    return Path(path, "quantization_config.json").is_file()
 
 
 def smollm2_folder() -> Path:

@@ -17,8 +17,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 from common.data.documents import read_jsonl
 from common.data.tokenizer import load_tokenizer, token_stream
 from common.models import ARCHITECTURES, build_model, count_parameters, load_model, save_checkpoint
@@ -65,9 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         for path in (args.train, args.validation):
             if path is not None and not path.is_file():
                 raise ValueError(f"no split file at {str(path)!r}")
-        train_tokens = torch.tensor(token_stream(tokenizer, read_jsonl(args.train)), dtype=torch.long)
-        val_tokens = (torch.tensor(token_stream(tokenizer, read_jsonl(args.validation)), dtype=torch.long)
-                      if args.validation else None)
+        train_tokens = token_stream(tokenizer, read_jsonl(args.train))
+        val_tokens = token_stream(tokenizer, read_jsonl(args.validation)) if args.validation else None
     except (ValueError, OSError, json.JSONDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -81,3 +81,25 @@ def test_local_files(tmp_path):
     assert docs == [Document("one", "first"), Document("two", "second")]
     with pytest.raises(ValueError, match="no text file at"):
         read_local_documents([str(tmp_path / "missing.txt")])
+
+
+def test_read_jsonl_skips_blank_lines(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"id": "b", "text": "bee"}\n\n{"id": "a", "text": "ay"}\n\n', encoding="utf-8")
+    assert read_jsonl(path) == [Document("b", "bee"), Document("a", "ay")]  # file order
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "a", "text": "x"}\n{"id": "a"\n', r"s.jsonl:2: not valid JSON"),
+        ('{"id": "a", "text": 3}\n', r's.jsonl:1: expected \{"id": str, "text": str\}'),
+        ('["a", "x"]\n', r's.jsonl:1: expected \{"id": str, "text": str\}'),
+        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "s.jsonl:2: duplicate document id 'a'"),
+        ("\n", "s.jsonl: no documents"),
+    ],
+)
+def test_read_jsonl_names_the_bad_line(tmp_path, content, message):
+    (tmp_path / "s.jsonl").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_jsonl(tmp_path / "s.jsonl")

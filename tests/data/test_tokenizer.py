@@ -1,6 +1,7 @@
 """The byte-level BPE tokenizer: exact round trip, deterministic training, HF save/load, EOS placement."""
 
 import pytest
+import torch
 
 from common.data.documents import Document
 from common.data.tokenizer import EOS, load_tokenizer, save_tokenizer, token_stream, train_tokenizer
@@ -34,4 +35,13 @@ def test_token_stream_ends_each_document_with_eos():
     stream = token_stream(tokenizer, docs)
     first = tokenizer("one two", add_special_tokens=False)["input_ids"]
     second = tokenizer("three", add_special_tokens=False)["input_ids"]
-    assert stream == [*first, tokenizer.eos_token_id, *second, tokenizer.eos_token_id]
+    assert stream.dtype == torch.long and stream.dim() == 1
+    assert stream.tolist() == [*first, tokenizer.eos_token_id, *second, tokenizer.eos_token_id]
+    assert token_stream(tokenizer, []).tolist() == []
+
+
+def test_token_stream_needs_an_eos_token():
+    tokenizer = train_tokenizer(TEXTS, 400)
+    tokenizer.eos_token = None
+    with pytest.raises(ValueError, match="has no eos_token_id"):
+        token_stream(tokenizer, [Document("a", "one")])

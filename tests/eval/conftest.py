@@ -1,13 +1,14 @@
 """Tiny fixtures shared by the evaluation tests: a synthetic corpus, a byte-level BPE tokenizer trained on it, and
 a 2-layer Llama (seeded), in memory and saved as HF folders."""
 
-import json
 import random
 
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from common.data.documents import Document, write_jsonl
 
 WORDS = [
     "the", "a", "river", "stone", "green", "light", "quiet", "house", "old", "road", "cold", "winter", "morning",
@@ -26,7 +27,7 @@ def make_docs(n_docs=12, n_sentences=12, seed=0):
         for _ in range(n_sentences):
             words = [rng.choice(WORDS) for _ in range(rng.randint(6, 12))]
             sentences.append(" ".join(words).capitalize() + rng.choice(".....!?"))
-        docs.append({"id": f"doc-{d:02d}", "text": " ".join(sentences)})
+        docs.append(Document(f"doc-{d:02d}", " ".join(sentences)))
     return docs
 
 
@@ -43,7 +44,7 @@ def tokenizer(docs):
     trainer = trainers.BpeTrainer(
         vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tok.train_from_iterator([doc["text"] for doc in docs], trainer=trainer)
+    tok.train_from_iterator([doc.text for doc in docs], trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS)
 
 
@@ -64,5 +65,5 @@ def saved(tmp_path_factory, docs, tokenizer, model):
     model.save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "tokenizer")
     split = root / "valid.jsonl"
-    split.write_text("".join(json.dumps(doc) + "\n" for doc in docs), encoding="utf-8")
+    write_jsonl(split, docs)
     return {"model": root / "model", "tokenizer": root / "tokenizer", "split": split}

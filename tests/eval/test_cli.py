@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from common.eval import build_choice_task, build_cloze_task, perplexity, read_task, score_cloze, token_stream
+from common.data import token_stream
+from common.eval import build_choice_task, build_cloze_task, perplexity, read_task, score_cloze
 from common.eval.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from common.data import Document
 from common.eval import build_choice_task, build_cloze_task, read_task, sentence_spans, write_task
 
 
@@ -14,7 +15,7 @@ def test_sentence_spans():
 
 
 def test_cloze_hand_made_passages():
-    docs = [{"id": "a", "text": "One two three. Four five six seven. Eight nine ten."}]
+    docs = [Document("a", "One two three. Four five six seven. Eight nine ten.")]
     # sentence 0 has 2 context words and nothing before it: no example; 1 and 2 reach 4 words with one more sentence
     assert build_cloze_task(docs, 2, seed=0, context_words=4) == [
         {"id": "a/s1", "doc_id": "a", "context": "One two three. Four five six", "target": " seven"},
@@ -24,16 +25,16 @@ def test_cloze_hand_made_passages():
 
 @pytest.mark.parametrize("last", ["it costs 35.", "in the U.S.", "see  twice.", "a well-known.", "line\nbreak."])
 def test_cloze_rejects_non_alphabetic_or_badly_spaced_last_words(last):
-    docs = [{"id": "a", "text": f"One two three four 5. Then {last}"}]  # sentence 0 ends in a number
+    docs = [Document("a", f"One two three four 5. Then {last}")]  # sentence 0 ends in a number
     with pytest.raises(ValueError, match="hold only 0 cloze candidates"):
         build_cloze_task(docs, 1, seed=0, context_words=2)
-    docs = [{"id": "a", "text": f"One two three four 5. Then {last} Here it ends!"}]
+    docs = [Document("a", f"One two three four 5. Then {last} Here it ends!")]
     assert build_cloze_task(docs, 1, seed=0, context_words=2)[0]["target"] == " ends"
 
 
 def test_cloze_examples_are_passages_of_their_documents(docs):
     examples = build_cloze_task(docs, 30, seed=0, context_words=20)
-    texts = {doc["id"]: doc["text"] for doc in docs}
+    texts = {doc.id: doc.text for doc in docs}
     assert len({ex["id"] for ex in examples}) == 30
     for ex in examples:
         assert re.fullmatch(r" [A-Za-z]+", ex["target"])
@@ -51,7 +52,7 @@ def test_building_is_deterministic_per_seed(docs, build):
 
 def test_choice_distractors_come_from_other_documents(docs):
     examples = build_choice_task(docs, 40, seed=0, n_choices=4, context_sentences=3)
-    texts = {doc["id"]: doc["text"] for doc in docs}
+    texts = {doc.id: doc.text for doc in docs}
     for ex in examples:
         gold = ex["gold"]
         assert len(ex["choices"]) == len(set(ex["choices"])) == 4
@@ -100,7 +101,7 @@ def test_bad_arguments_name_the_value(docs):
     with pytest.raises(ValueError, match="duplicate document id 'doc-00'"):
         build_choice_task([*docs, docs[0]], 1, seed=0)
     with pytest.raises(ValueError, match="document 1 is not"):
-        build_cloze_task([docs[0], {"id": 3, "text": "x"}], 1, seed=0)
+        build_cloze_task([docs[0], {"id": "b", "text": "x"}], 1, seed=0)
 
 
 def test_choice_needs_sentences_outside_the_document(docs):

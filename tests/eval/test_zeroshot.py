@@ -81,7 +81,7 @@ def test_uniform_logits_tie_goes_to_the_first_choice(tokenizer):
 
 
 def test_loglikelihoods_match_the_model_by_hand_with_left_truncation(model, tokenizer, docs):
-    long_context = docs[0]["text"]  # far longer than the 64-token context
+    long_context = docs[0].text  # far longer than the 64-token context
     requests = [("the cold", " river stone"), (long_context, " green light")]
     results, truncated = loglikelihoods(model, tokenizer, requests, batch_size=2)
     assert truncated == 1

@@ -14,5 +14,5 @@ def tiny_setup():
     docs = [Document(str(i), " ".join(words[int(j)] for j in torch.randint(0, len(words), (120,), generator=g)))
             for i in range(30)]
     tokenizer = train_tokenizer((d.text for d in docs), 320)
-    tokens = torch.tensor(token_stream(tokenizer, docs), dtype=torch.long)
+    tokens = token_stream(tokenizer, docs)
     return tokenizer, tokens, build_model("smoke", tokenizer, seed=0)
