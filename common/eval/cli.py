@@ -41,6 +41,8 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cloze", type=Path, help="cloze task JSONL (build-tasks)")
     parser.add_argument("--choice", type=Path, help="choice task JSONL (build-tasks)")
     parser.add_argument("--window", required=True, type=int, help="perplexity window, tokens")
+    parser.add_argument("--max-tokens", type=int, default=None,
+                        help="score only the first N tokens of the split's stream (default: all; recorded)")
     parser.add_argument("--stride", required=True, type=int, help="perplexity stride, tokens")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--quantization", type=Path,
@@ -91,10 +93,15 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
     if quantization is None and is_quantized_checkpoint(args.model):
         quantization = read_quantization_config(args.model)
     stream = token_stream(tokenizer, docs)
+    if args.max_tokens is not None:
+        if args.max_tokens < args.window:
+            raise ValueError(f"--max-tokens {args.max_tokens} is shorter than --window {args.window}")
+        stream = stream[: args.max_tokens]
     metrics = {"perplexity": perplexity(model, stream, window=args.window, stride=args.stride,
                                         batch_size=args.batch_size)}
     data: dict[str, Any] = {
-        "split": {**file_summary(args.split), "documents": len(docs), "tokens": stream.numel()},
+        "split": {**file_summary(args.split), "documents": len(docs), "tokens": stream.numel(),
+                  "max_tokens": args.max_tokens},
         "window": args.window,
         "stride": args.stride,
     }

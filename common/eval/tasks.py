@@ -118,9 +118,14 @@ def build_cloze_task(
 
 
 def build_choice_task(
-    docs: Sequence[Document], n_examples: int, seed: int, n_choices: int = 4, context_sentences: int = 3
+    docs: Sequence[Document], n_examples: int, seed: int, n_choices: int = 4, context_sentences: int = 3,
+    max_sentence_chars: int = 300,
 ) -> list[dict[str, Any]]:
-    """HellaSwag-style next-sentence examples with distractors from other documents (see the module docstring)."""
+    """HellaSwag-style next-sentence examples with distractors from other documents (see the module docstring).
+
+    Endings and distractors are sentences of at most ``max_sentence_chars`` characters (tables and run-on
+    "sentences" would exceed a small model's context); contexts are left-truncated by the scorer instead.
+    """
     _check_docs(docs)
     _check_sizes(n_examples, context_sentences=context_sentences)
     if n_choices < 2:
@@ -129,8 +134,9 @@ def build_choice_task(
     candidates = []  # (document index, ending sentence index, sentence spans)
     for d, doc in enumerate(docs):
         spans = sentence_spans(doc.text)
-        pool.extend((d, doc.text[s:e]) for s, e in spans)
-        candidates.extend((d, j, spans) for j in range(context_sentences, len(spans)))
+        pool.extend((d, doc.text[s:e]) for s, e in spans if e - s <= max_sentence_chars)
+        candidates.extend((d, j, spans) for j in range(context_sentences, len(spans))
+                          if spans[j][1] - spans[j][0] <= max_sentence_chars)
     per_doc = [0] * len(docs)
     for d, _ in pool:
         per_doc[d] += 1

@@ -35,11 +35,12 @@ rule evaluate_model:
     params:
         window=CFG["eval"]["window"],
         stride=CFG["eval"]["stride"],
+        max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
     threads: 2
     shell:
         "{PYTHON} -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
         " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
-        " --batch-size 8 --out {output}"
+        " --batch-size 8 {params.max_tokens} --out {output}"
 
 
 rule shared_stages:
