@@ -15,7 +15,6 @@ per-tensor; brute_force <= 40x absmax; peak extra memory <= 4x the input for eve
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _report import finish, target
 
 from common.scaling import get_recipe, quantize_blocks
 
@@ -139,23 +139,13 @@ def main() -> None:
     clone = results["clone"]["seconds"]
     for entry in results.values():
         entry["vs_clone"] = entry["seconds"] / clone
-    targets = []
-    for label, num, den, limit in TARGETS:
-        ratio = results[num]["seconds"] / results[den]["seconds"]
-        targets.append({"ratio": label, "value": ratio, "limit": limit, "met": ratio <= limit})
+    targets = [target(label, results[num]["seconds"] / results[den]["seconds"], limit)
+               for label, num, den, limit in TARGETS]
     worst_memory = max(results[name]["peak_extra_over_input"] for name in OURS)
-    targets.append({"ratio": "peak extra memory / input (worst of ours)", "value": worst_memory,
-                    "limit": MEMORY_LIMIT, "met": worst_memory <= MEMORY_LIMIT})
+    targets.append(target("peak extra memory / input (worst of ours)", worst_memory, MEMORY_LIMIT))
     report = {"shape": list(SHAPE), "dtype": "float32", "threads": torch.get_num_threads(),
               "torch": torch.__version__, "repeats": args.repeats, "cases": results, "targets": targets}
-    print()
-    for t in targets:
-        print(f"{t['ratio']:42s} {t['value']:7.2f}  (limit {t['limit']:g})  {'met' if t['met'] else 'MISSED'}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    tmp.replace(args.json)
-    print(json.dumps(report, indent=2))
+    finish(report, args.json)
 
 
 if __name__ == "__main__":

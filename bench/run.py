@@ -9,7 +9,7 @@ def main() -> int:
     here = Path(__file__).resolve().parent
     status = 0
     for script in sorted(here.glob("*.py")):
-        if script.name in {"run.py", "__init__.py"}:
+        if script.name == "run.py" or script.name.startswith("_"):
             continue
         print(f"== {script.name}", flush=True)
         status |= subprocess.run([sys.executable, str(script)], check=False).returncode

@@ -12,13 +12,13 @@ the fastest iteration counts. Target (issue 3): fake-quant evaluation <= 1.5x th
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _report import finish, target
 
 from common.models import build_model, count_parameters
 from common.ptq import QuantRecipe, apply_quantization, select_linears
@@ -77,17 +77,11 @@ def main() -> None:
     ratio = results["eval_mxfp4_mlp"]["seconds_per_batch"] / results["eval"]["seconds_per_batch"]
     report = {"model": "small", "parameters": count_parameters(eval_model), "quantized_modules": len(names),
               "batch": BATCH, "seq_len": SEQ, "threads": torch.get_num_threads(), "cases": results,
-              "targets": [{"ratio": "eval MXFP4 fake-quant / eval", "value": ratio, "limit": TARGET,
-                           "met": ratio <= TARGET}]}
+              "targets": [target("eval MXFP4 fake-quant / eval", ratio, TARGET)]}
     for name, entry in results.items():
         milliseconds = entry["seconds_per_batch"] * 1e3
         print(f"{name:16s} {entry['tokens_per_second']:9.0f} tokens/s  ({milliseconds:7.1f} ms/batch)")
-    print(f"\neval MXFP4 fake-quant / eval   {ratio:5.2f}  (limit {TARGET})  {'met' if ratio <= TARGET else 'MISSED'}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2))
-    tmp.replace(args.json)
-    print(json.dumps(report, indent=2))
+    finish(report, args.json)
 
 
 if __name__ == "__main__":
