@@ -2,7 +2,8 @@
 
 Cases (all on the `small` architecture, vocabulary 8192, sequences of 256 tokens, batch 8, random weights:
 throughput does not depend on the weights):
-  * train: forward + backward + AdamW step, tokens/s;
+  * train: forward + backward + AdamW step, tokens/s, unquantized and with MXFP4 fake quantization (STE,
+    ``common.qat``) of the weights and inputs of the MLP linears;
   * eval: forward without gradients, tokens/s, unquantized and with MXFP4 fake quantization of the weights and
     input activations of the MLP linears (``common.ptq``, the same harness as the PTQ pipeline).
 Each case runs ``--repeats`` timed iterations after one warm-up, in two rounds (forward then reverse order);
@@ -22,6 +23,7 @@ from _report import finish, target
 
 from common.models import build_model, count_parameters
 from common.ptq import QuantRecipe, apply_quantization, select_linears
+from common.qat import attach_fake_quant
 from common.train import causal_lm_loss
 
 VOCAB, SEQ, BATCH = 8192, 256, 8
@@ -50,12 +52,18 @@ def main() -> None:
     eval_model = build_model("small", _Vocab(), seed=0).eval()
     quant_model = build_model("small", _Vocab(), seed=0).eval()
     names = select_linears(quant_model)
-    apply_quantization(quant_model, QuantRecipe.from_name("MXFP4", activations=True), names)
+    recipe = QuantRecipe.from_name("MXFP4", activations=True)
+    apply_quantization(quant_model, recipe, names)
+    qat_model = build_model("small", _Vocab(), seed=0)
+    attach_fake_quant(qat_model, recipe, names)
+    qat_optimizer = torch.optim.AdamW(qat_model.parameters(), lr=1e-4)
 
-    def train_step() -> None:
-        causal_lm_loss(train_model, batch).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer) -> Callable[[], None]:
+        def run() -> None:
+            causal_lm_loss(model, batch).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return run
 
     def eval_step(model: torch.nn.Module) -> Callable[[], None]:
         def run() -> None:
@@ -63,7 +71,8 @@ def main() -> None:
                 model(input_ids=batch[:, :-1])
         return run
 
-    cases = {"train": train_step, "eval": eval_step(eval_model), "eval_mxfp4_mlp": eval_step(quant_model)}
+    cases = {"train": train_step(train_model, optimizer), "train_mxfp4_mlp": train_step(qat_model, qat_optimizer),
+             "eval": eval_step(eval_model), "eval_mxfp4_mlp": eval_step(quant_model)}
     times: dict[str, list[float]] = {name: [] for name in cases}
     for order in (list(cases), list(reversed(cases))):
         for name in order:
@@ -75,8 +84,10 @@ def main() -> None:
     tokens = BATCH * SEQ
     results = {name: {"seconds_per_batch": min(t), "tokens_per_second": tokens / min(t)} for name, t in times.items()}
     ratio = results["eval_mxfp4_mlp"]["seconds_per_batch"] / results["eval"]["seconds_per_batch"]
+    train_ratio = results["train_mxfp4_mlp"]["seconds_per_batch"] / results["train"]["seconds_per_batch"]
     report = {"model": "small", "parameters": count_parameters(eval_model), "quantized_modules": len(names),
               "batch": BATCH, "seq_len": SEQ, "threads": torch.get_num_threads(), "cases": results,
+              "train_fake_quant_over_train": train_ratio,
               "targets": [target("eval MXFP4 fake-quant / eval", ratio, TARGET)]}
     for name, entry in results.items():
         milliseconds = entry["seconds_per_batch"] * 1e3
