@@ -44,9 +44,11 @@ rule evaluate_model:
 
 
 rule shared_stages:
-    """The shared stages of the active profile: corpus statistics, the base model, its evaluation, and its
-    MXFP4 checkpoint quantization evaluated the same way."""
+    """The shared stages of the active profile: corpus statistics, the base model, its evaluation, its MXFP4
+    checkpoint quantization evaluated the same way, and the external models the profile evaluates."""
     input:
         expand("results/data/{corpus}.stats.json", corpus=(CFG["data"]["pretrain"], CFG["data"]["shift"])),
         f"results/eval/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
         f"results/eval/quantized/mxfp4_mlp/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
+        expand("results/eval/external/{name}/{corpus}-validation.json", name=CFG.get("evaluate_external", []),
+               corpus=CFG["data"]["pretrain"]),
