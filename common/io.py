@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +76,27 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 def read_json(path: str | os.PathLike[str]) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
+    """Atomically write one JSON object a line (UTF-8, keys sorted: identical records give identical bytes)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike[str], expected: str = "a JSON object") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line; ``ValueError`` naming ``path:line`` for a line that is
+    not JSON or not an object (``expected`` describes the wanted object in that message)."""
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{line_no}: expected {expected}, got {type(record).__name__} "
+                                 f"{line.strip()[:80]!r}")
+            yield line_no, record

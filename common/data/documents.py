@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common.io import atomic_path, write_json
+from common import io
+from common.io import write_json
 
 from .sources import CorpusSource
 
@@ -119,9 +120,8 @@ def split_documents(documents: Sequence[Document], seed: int, validation: float 
 
 
 def write_jsonl(path: str | Path, documents: Iterable[Document]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        for document in documents:
-            handle.write(json.dumps({"id": document.id, "text": document.text}, ensure_ascii=False) + "\n")
+    """Write a split: one ``{"id", "text"}`` object a line, atomically."""
+    io.write_jsonl(path, ({"id": d.id, "text": d.text} for d in documents))
 
 
 def read_jsonl(path: str | Path) -> list[Document]:
@@ -129,21 +129,14 @@ def read_jsonl(path: str | Path) -> list[Document]:
     at least one document. A bad line raises ``ValueError`` naming ``path:line`` and the problem."""
     documents = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-            if not (isinstance(record, dict) and isinstance(record.get("id"), str)
-                    and isinstance(record.get("text"), str)):
-                raise ValueError(f'{path}:{line_no}: expected {{"id": str, "text": str}}, got {line.strip()[:80]!r}')
-            if record["id"] in seen:
-                raise ValueError(f"{path}:{line_no}: duplicate document id {record['id']!r}")
-            seen.add(record["id"])
-            documents.append(Document(record["id"], record["text"]))
+    shape = '{"id": str, "text": str}'
+    for line_no, record in io.read_jsonl(path, expected=shape):
+        if not (isinstance(record.get("id"), str) and isinstance(record.get("text"), str)):
+            raise ValueError(f"{path}:{line_no}: expected {shape}, got {json.dumps(record)[:80]!r}")
+        if record["id"] in seen:
+            raise ValueError(f"{path}:{line_no}: duplicate document id {record['id']!r}")
+        seen.add(record["id"])
+        documents.append(Document(record["id"], record["text"]))
     if not documents:
         raise ValueError(f"{path}: no documents")
     return documents

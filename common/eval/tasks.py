@@ -32,7 +32,6 @@ sentences); then (choice) the distractors and the gold position are drawn exampl
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -40,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from common.data import Document
-from common.io import atomic_path
+from common.io import read_jsonl, write_jsonl
 
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
 _TRAILING_PUNCT = ".!?\"')]"
@@ -179,25 +178,12 @@ def write_task(path: str | os.PathLike[str], examples: Sequence[dict[str, Any]])
     """Atomically write examples as JSONL (keys sorted, UTF-8: identical examples give identical bytes)."""
     if not examples:
         raise ValueError(f"no examples to write to {path}")
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(ex, ensure_ascii=False, sort_keys=True) + "\n" for ex in examples),
-                       encoding="utf-8")
+    write_jsonl(path, examples)
 
 
 def read_task(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read a JSONL task written by ``write_task`` (one JSON object a line; at least one example)."""
-    examples = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                example = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
-            if not isinstance(example, dict):
-                raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(example).__name__}")
-            examples.append(example)
+    examples = [example for _, example in read_jsonl(path)]
     if not examples:
         raise ValueError(f"{path}: no examples")
     return examples
