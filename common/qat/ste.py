@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from common.ptq import QuantRecipe
+from common.ptq.apply import linear_modules
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -69,13 +70,9 @@ class QATHandle:
 
 def attach_fake_quant(model: nn.Module, recipe: QuantRecipe, names: list[str]) -> QATHandle:
     """Fake-quantize the weights and/or inputs of the named Linear layers with the STE (module docstring)."""
-    modules = dict(model.named_modules())
-    missing = [name for name in names if not isinstance(modules.get(name), nn.Linear)]
-    if missing:
-        raise ValueError(f"not a Linear module of the model: {missing[0]!r}")
+    modules = linear_modules(model, names)
     hooks = []
-    for name in names:
-        module = modules[name]
+    for module in modules.values():
         if recipe.weights is not None:
             parametrize.register_parametrization(module, "weight", _FakeQuantWeight(recipe.weights.quantize))
         if recipe.activations is not None:
