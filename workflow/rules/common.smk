@@ -1,0 +1,81 @@
+# Helpers shared by the rules files (Snakemake's lint wants functions apart from rules), the merged
+# profile configuration CFG, the interpreter, and the functions the rules call for their inputs and parameters.
+import json
+import os
+import re
+import shlex
+import sys
+
+from common.data.documents import SPLITS
+from common.data.sources import CORPORA as REGISTRY_CORPORA
+
+
+def merged(base, override):
+    """`base` with `override` merged in (nested dicts merged, other values replaced)."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+# CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
+CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
+envvars:
+    "PATH",
+
+
+# Rules call `python`: the interpreter Snakemake runs under (the project's .venv), whose folder goes first on PATH.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+ARCHIVE_CORPUS = {source.archive_name: name for name, source in REGISTRY_CORPORA.items()}
+TOKENIZER = f"data/tokenizers/{CFG['data']['pretrain']}-bpe{CFG['tokenizer']['vocab_size']}"
+PRETRAIN = CFG["data"]["pretrain"]
+CONDA_ENV = "../../envs/environment.yml"  # documents the software of every rule (the pinned venv is the reference)
+
+
+def corpus_config(name):
+    corpora = CFG["data"]["corpora"]
+    if name not in corpora:
+        raise ValueError(f"unknown corpus {name!r}; configured corpora: {', '.join(corpora)}")
+    return corpora[name]
+
+
+def corpus_archive(wildcards):
+    source = corpus_config(wildcards.corpus)
+    if "registry" in source:
+        return f"data/archives/{REGISTRY_CORPORA[source['registry']].archive_name}"
+    return []
+
+
+def corpus_origin(wildcards, input):
+    source = corpus_config(wildcards.corpus)
+    if "registry" in source:
+        return f"--corpus {shlex.quote(source['registry'])} --archive {shlex.quote(str(input[0]))}"
+    if "files" in source:
+        return "--files " + " ".join(shlex.quote(p) for p in source["files"])
+    return (f"--hf-dataset {shlex.quote(source['hf_dataset'])} --hf-split {source.get('hf_split', 'train')} "
+            f"--text-field {source.get('text_field', 'text')}")
+
+
+def train_config_json(model):
+    settings = CFG["base_models"][model]["train"]
+    return shlex.quote(json.dumps({"seed": CFG["seed"], **settings}, sort_keys=True))
+
+
+def quantization_args(name):
+    settings = CFG.get("quantization", {})
+    if name not in settings:
+        raise ValueError(f"unknown quantization {name!r}; configured: {', '.join(settings)}")
+    entry = settings[name]
+    recipe = entry["recipe"]
+    args = [f"--recipe {shlex.quote(recipe if isinstance(recipe, str) else json.dumps(recipe, sort_keys=True))}"]
+    if entry.get("activations"):
+        args.append("--activations")
+    for key in ("include", "exclude"):
+        if entry.get(key):
+            args.append(f"--{key} {shlex.quote(entry[key])}")
+    for key in ("skip_first", "skip_last"):
+        if entry.get(key):
+            args.append(f"--{key.replace('_', '-')} {int(entry[key])}")
+    return " ".join(args)
