@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from common.io import write_json
+from common.io import sha256_file, write_json
 
 from .documents import (
     SPLITS,
@@ -26,7 +26,8 @@ from .documents import (
     split_documents,
     write_splits,
 )
-from .sources import fetch_archive, get_corpus, sha256_of
+
+from .sources import fetch_archive, get_corpus
 from .tokenizer import load_tokenizer, save_tokenizer, token_stream, train_tokenizer
 
 
@@ -40,7 +41,7 @@ def _prepare(args: argparse.Namespace) -> None:
                   "description": source.description}
     elif args.files:
         raw = read_local_documents(args.files)
-        origin = {"files": {str(p): sha256_of(Path(p)) for p in sorted({str(p) for p in args.files})
+        origin = {"files": {str(p): sha256_file(Path(p)) for p in sorted({str(p) for p in args.files})
                             if Path(p).is_file()}, "patterns": args.files}
     else:
         raw = read_hf_dataset_documents(args.hf_dataset, args.hf_split, args.text_field)

@@ -8,7 +8,6 @@ nothing behind.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.io import atomic_path
+from common.io import atomic_path, sha256_file
 from common.registry import lookup
 
 
@@ -77,17 +76,9 @@ def get_corpus(name: str) -> CorpusSource:
     return lookup(CORPORA, name, "corpus")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify_archive(path: Path, expected_sha256: str) -> None:
     """Raise ``ValueError`` naming both digests when ``path`` does not have the pinned sha256."""
-    actual = sha256_of(path)
+    actual = sha256_file(path)
     if actual != expected_sha256:
         raise ValueError(f"checksum mismatch for {path.name}: expected sha256 {expected_sha256}, got {actual}")
 

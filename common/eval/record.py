@@ -11,16 +11,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
-from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
 
-from common.io import write_json
+from common.io import sha256_file, write_json
 
 from .logprobs import config_max_length
 
@@ -30,7 +28,7 @@ REQUIRED_FIELDS = ("record_version", "model", "quantization", "data", "metrics",
 
 def file_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """{"path", "sha256"} of a data file, so a record names exactly the bytes it was computed on."""
-    return {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    return {"path": str(path), "sha256": sha256_file(path)}
 
 
 def describe_model(model: torch.nn.Module, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:

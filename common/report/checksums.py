@@ -9,8 +9,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from common.data.sources import sha256_of
-from common.io import write_text
+from common.io import sha256_file, write_text
 
 
 def write_sha256sums(path: str | os.PathLike[str], files: Iterable[str | os.PathLike[str]],
@@ -21,7 +20,7 @@ def write_sha256sums(path: str | os.PathLike[str], files: Iterable[str | os.Path
     missing = [name for name in names if not (root / name).is_file()]
     if missing:
         raise ValueError(f"cannot checksum {missing[0]!r}: not a file under {str(root)!r}")
-    lines = [f"{sha256_of(root / name)}  {name}" for name in names]
+    lines = [f"{sha256_file(root / name)}  {name}" for name in names]
     write_text(path, "".join(line + "\n" for line in lines))
     return lines
 
@@ -32,6 +31,6 @@ def verify_sha256sums(path: str | os.PathLike[str], root: str | os.PathLike[str]
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         digest, name = line.split("  ", 1)
         target = Path(root) / name
-        if not target.is_file() or sha256_of(target) != digest:
+        if not target.is_file() or sha256_file(target) != digest:
             failed.append(name)
     return failed

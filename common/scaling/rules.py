@@ -35,16 +35,13 @@ def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool) -> tor
     return s
 
 
-def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format, *,
-                      magnitudes: bool = False) -> torch.Tensor:
+def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format) -> torch.Tensor:
     """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN).
 
     A zero scale divides by 1 instead and multiplies the (finite, saturated) elements back by 0.
-    ``magnitudes=True`` promises ``blocks >= 0`` and skips the sign handling (quantization is sign-symmetric).
     """
     safe = scales.masked_fill(scales == 0, 1.0)
-    q = quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None, nonnegative=magnitudes)
-    return q.mul_(scales)
+    return quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(scales)
 
 
 def block_error(blocks: torch.Tensor, dequantized: torch.Tensor, criterion: str = "mse") -> torch.Tensor:

@@ -14,7 +14,7 @@ from common.data.documents import (
     split_documents,
     write_splits,
 )
-from common.data.sources import sha256_of
+from common.io import sha256_file
 
 from .test_sources import source_for, tiny_archive
 
@@ -40,7 +40,7 @@ def test_archive_documents_with_json_members_and_exclusions(tmp_path):
                              "exclude": ("contents",)})
     docs = read_archive_documents(archive, source)
     assert docs == [Document("a", "ay"), Document("b", "bee")]
-    assert sha256_of(archive) == source.sha256
+    assert sha256_file(archive) == source.sha256
 
 
 def test_splits_are_deterministic_disjoint_and_complete():

