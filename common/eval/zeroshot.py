@@ -102,6 +102,14 @@ def _check_choice(i: int, ex: Any) -> None:
         raise ValueError(f"choice example {name!r}: gold={gold!r} is not an index into {len(ex['choices'])} choices")
 
 
+def _check_all(examples: Sequence[dict[str, Any]], check: Any, kind: str) -> None:
+    """At least one example, every one well-formed (``check`` raises ValueError naming the bad one)."""
+    if not examples:
+        raise ValueError(f"no {kind} examples to score")
+    for i, ex in enumerate(examples):
+        check(i, ex)
+
+
 def score_cloze(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -110,10 +118,7 @@ def score_cloze(
     max_length: int | None = None,
 ) -> dict[str, Any]:
     """LAMBADA-style scoring of {"context", "target"} examples (see the module docstring for the formulas)."""
-    if not examples:
-        raise ValueError("no cloze examples to score")
-    for i, ex in enumerate(examples):
-        _check_cloze(i, ex)
+    _check_all(examples, _check_cloze, "cloze")
     start = time.perf_counter()
     results, truncated = loglikelihoods(
         model, tokenizer, [(ex["context"], ex["target"]) for ex in examples], batch_size, max_length
@@ -147,10 +152,7 @@ def score_choice(
     max_length: int | None = None,
 ) -> dict[str, Any]:
     """HellaSwag-style scoring of {"context", "choices", "gold"} examples (formulas in the module docstring)."""
-    if not examples:
-        raise ValueError("no choice examples to score")
-    for i, ex in enumerate(examples):
-        _check_choice(i, ex)
+    _check_all(examples, _check_choice, "choice")
     start = time.perf_counter()
     requests = [(ex["context"], TARGET_DELIMITER + choice) for ex in examples for choice in ex["choices"]]
     results, truncated = loglikelihoods(model, tokenizer, requests, batch_size, max_length)
