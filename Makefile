@@ -34,6 +34,8 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/snakefmt --check Snakefile workflow $(wildcard papers)
+	$(BIN)/snakemake --lint
 
 clean-venv:
 	rm -rf $(VENV)

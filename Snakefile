@@ -1,12 +1,15 @@
 # lowbit-lab: one Snakefile for every paper. `snakemake` (no target) builds every report that exists;
 # `snakemake reports/<paper>.html` builds one; any intermediate file (an ablation cell) is a target too.
+import shutil
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+
 configfile: "workflow/config/default.yaml"
+
 
 validate(config, "workflow/schemas/config.schema.yaml")
 
@@ -15,15 +18,20 @@ validate(config, "workflow/schemas/config.schema.yaml")
 SHARED_RULES = ("common", "data", "base_model", "eval", "ptq", "report")
 for name in SHARED_RULES:
     if Path(f"workflow/rules/{name}.smk").exists():
+
         include: f"workflow/rules/{name}.smk"
+
 
 PAPERS = [p.parent.name for p in sorted(Path("papers").glob("*/rules.smk"))]
 for paper in PAPERS:
+
     include: f"papers/{paper}/rules.smk"
 
 
 rule all:
-    """Every report of every paper whose pipeline exists."""
+    """Every report of every paper whose pipeline exists, the index, and the PDFs when latexmk is installed."""
     default_target: True
     input:
         expand("reports/{paper}.html", paper=PAPERS),
+        "reports/index.html",
+        expand("reports/{paper}.pdf", paper=PAPERS) if shutil.which("latexmk") else [],

@@ -20,21 +20,22 @@ from common.formats import FORMATS
 from common.registry import lookup
 from common.scaling import GLOBAL_SCALES, RULES, BlockScales, get_recipe, quantize_blocks
 
-_SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options")
+_SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target")
 _RECIPE_FIELDS = ("name", "weights", "activations")
 
 
 @dataclass(frozen=True)
 class QuantSpec:
     """One block quantization: ``quantize_blocks(x, elem, scale, block_size, rule, prevent_zero=...,
-    global_scale=..., axis=-1, **rule_options)``.
+    global_scale=..., global_target=..., axis=-1, **rule_options)``.
 
     ``elem``/``scale``: registered format names (:data:`common.formats.FORMATS`); ``block_size``: elements per
     block along the last axis, None for one scale per tensor; ``rule``: a name from
     :data:`common.scaling.RULES`; ``global_scale``: None, ``"tensor"`` or ``"row"`` (two-level scaling; for
     activations ``"row"`` is per token); ``rule_options``: extra keyword arguments of the rule (e.g.
     ``{"criterion": "mae"}`` for four_over_six), stored as sorted ``(key, value)`` pairs so that the spec stays
-    hashable (a mapping is accepted and converted).
+    hashable (a mapping is accepted and converted); ``global_target``: the divisor of the global scale
+    ``g = amax / global_target`` (None: the rule's default, see :mod:`common.scaling.blocks`).
     """
 
     elem: str
@@ -44,6 +45,7 @@ class QuantSpec:
     prevent_zero: bool = False
     global_scale: str | None = None
     rule_options: tuple[tuple[str, Any], ...] = ()
+    global_target: float | None = None
 
     def __post_init__(self) -> None:
         lookup(FORMATS, self.elem, "format")  # names only (JSON-able); a Format object is refused
@@ -57,6 +59,10 @@ class QuantSpec:
             raise ValueError(f"unknown global_scale {self.global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
         if self.block_size is None and self.global_scale == "row":
             raise ValueError("global_scale='row' needs blocks within rows; block_size=None is one block per tensor")
+        if self.global_target is not None and (self.global_scale is None or isinstance(self.global_target, bool)
+                                               or not isinstance(self.global_target, (int, float))
+                                               or not self.global_target > 0):
+            raise ValueError(f"global_target must be a number > 0 with a global_scale, got {self.global_target!r}")
         if not isinstance(self.prevent_zero, bool):
             raise ValueError(f"prevent_zero must be a bool, got {self.prevent_zero!r}")
         options = dict(self.rule_options)
@@ -72,14 +78,15 @@ class QuantSpec:
                                                                                                    BlockScales]:
         """Quantize-dequantize ``x`` along its last axis (see :func:`common.scaling.quantize_blocks`)."""
         return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
-                               global_scale=self.global_scale, axis=-1, return_scales=return_scales,
+                               global_scale=self.global_scale, global_target=self.global_target, axis=-1,
+                               return_scales=return_scales,
                                **dict(self.rule_options))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``rule_options`` as a dict)."""
         return {"elem": self.elem, "scale": self.scale, "block_size": self.block_size, "rule": self.rule,
                 "prevent_zero": self.prevent_zero, "global_scale": self.global_scale,
-                "rule_options": dict(self.rule_options)}
+                "rule_options": dict(self.rule_options), "global_target": self.global_target}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QuantSpec:

@@ -10,7 +10,10 @@ Two-level ("hierarchical") scaling, ``global_scale="tensor"`` or ``"row"``: an F
 block scales are chosen on ``x / g`` and ``g`` is multiplied back. ``top`` is the largest element value and
 ``R`` the block-scale range the rule targets: the scale format's max for every rule (NVFP4:
 ``g = amax / (6 * 448)``) except four_over_six, which keeps room for its x1.5 candidate (``g = amax / (6 * 256)``
-for E2M1 with UE4M3). ``amax`` ignores non-finite values; an all-zero (or all non-finite) tensor/row uses g = 1.
+for E2M1 with UE4M3). ``global_target`` replaces the divisor: ``g = amax / global_target`` (the hierarchical
+scaling of *Finer is Better* uses ``c = amax / 448``, i.e. ``global_target=448``, which maps the tensor or row
+to [-448, 448] before block scales are chosen). ``amax`` ignores non-finite values; an all-zero (or all
+non-finite) tensor/row uses g = 1.
 
 Non-finite input: a NaN poisons only its own block (its scale and every value of the block become NaN; with a
 global scale too, because ``g`` ignores it). An Inf saturates: its block scale is the largest scale value.
@@ -55,6 +58,7 @@ def quantize_blocks(
     *,
     prevent_zero: bool = False,
     global_scale: str | None = None,
+    global_target: float | None = None,
     axis: int = -1,
     return_scales: bool = False,
     **rule_options: object,
@@ -70,6 +74,9 @@ def quantize_blocks(
     elem_fmt, scale_fmt = get_format(elem), get_format(scale)
     scale_rule = get_rule(rule)
     _check_block_args(block_size, global_scale, axis, x)
+    if global_target is not None and (global_scale is None or not global_target > 0):
+        raise ValueError(f"global_target must be > 0 and needs a global_scale mode, got {global_target!r} "
+                         f"with global_scale={global_scale!r}")
     x32 = as_float32(x)
     if x32.numel() == 0:
         empty = x.clone()
@@ -87,7 +94,7 @@ def quantize_blocks(
             rows = torch.nn.functional.pad(rows, (0, padded_length - length))
         blocks = rows.reshape(-1, size)
 
-    g = _global_scale(moved, global_scale, scale_rule, scale_fmt, elem_fmt)
+    g = _global_scale(moved, global_scale, scale_rule, scale_fmt, elem_fmt, global_target)
     out = torch.empty_like(blocks)
     elements = torch.empty_like(blocks) if return_scales else None
     scales = torch.empty(blocks.shape[0], 1, dtype=torch.float32)
@@ -146,11 +153,14 @@ def _check_block_args(block_size: int | None, global_scale: str | None, axis: in
 
 
 def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_fmt: Format,
-                  elem_fmt: Format) -> torch.Tensor | None:
-    """``g = amax / (top * R)`` per tensor (shape ``(1, 1)``) or per row (``(rows, 1)``); see module docstring."""
+                  elem_fmt: Format, target: float | None) -> torch.Tensor | None:
+    """``g = amax / target`` per tensor (shape ``(1, 1)``) or per row (``(rows, 1)``), ``target = top * R`` by
+    default; see module docstring."""
     if mode is None:
         return None
     finite_abs = moved.abs().nan_to_num_(nan=0.0, posinf=0.0)
     amax = finite_abs.amax() if mode == "tensor" else finite_abs.reshape(-1, moved.shape[-1]).amax(dim=-1)
-    g = amax.reshape(-1, 1) / (elem_fmt.max * rule.global_range(scale_fmt, elem_fmt))
+    if target is None:
+        target = elem_fmt.max * rule.global_range(scale_fmt, elem_fmt)
+    g = amax.reshape(-1, 1) / target
     return torch.where(g > 0, g, 1.0)

@@ -14,12 +14,12 @@ rule pretrain_base_model:
         directory("results/models/base/{model}"),
     log:
         "results/runs/base/{model}/stderr.log",
+    conda:
+        CONDA_ENV
+    threads: 2
     params:
         architecture=lambda w: CFG["base_models"][w.model]["architecture"],
         train=lambda w: train_config_json(w.model),
-    threads: 2
-    conda:
-        CONDA_ENV
     shell:
         "python -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
         " --validation {input.validation} --config-json {params.train} --run-dir results/runs/base/{wildcards.model}"

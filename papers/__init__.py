@@ -1,0 +1,2 @@
+"""The four paper pipelines: each ``papers/<paper>/`` holds its Snakemake rules, config, schema and thin
+modules that turn ``common`` computations into cells, figures, claims and a report context."""

@@ -1,0 +1,9 @@
+"""*Finer is Better (with the Right Scaling)* (Schaefer & Tabak 2026): FP4 microscaling with E4M3 block
+scales, abs-max vs prevent-zero vs 4-over-6 vs brute-force vs hierarchical scales, MSE and perplexity vs block
+size.
+
+Modules: :mod:`.settings` (config checks, variants as ``quantize_blocks`` options, cell names),
+:mod:`.cells` (one numerical or model-study cell), :mod:`.analysis` (reversals, Regions A and B, the claims),
+:mod:`.figures`, :mod:`.context` (the report context); ``python -m papers.finer_is_better --help`` runs each
+step (the Snakemake rules in ``rules.smk`` call it).
+"""

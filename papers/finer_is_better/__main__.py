@@ -1,0 +1,177 @@
+"""``python -m papers.finer_is_better <step>``: the thin steps the Snakemake rules run (each reads its inputs,
+calls the package, and writes its output atomically). ``--config-json`` is the part of the paper's config the
+step depends on (the rule passes only that part, so a change elsewhere reruns nothing)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common.io import read_json, write_json
+
+
+def _config(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--config-json is not valid JSON ({err.msg}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--config-json must be a JSON object, got {text[:80]!r}")
+    return value
+
+
+def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
+    return [read_json(p) for p in paths]
+
+
+def mse_cell(args: argparse.Namespace) -> None:
+    from .numerical import numerical_cell
+
+    write_json(args.out, numerical_cell(_config(args.config_json), args.cell))
+
+
+def ptq_cell(args: argparse.Namespace) -> None:
+    from .model_study import model_cell
+
+    for flag, path in (("--model", args.model), ("--split", args.split)):
+        if not Path(path).exists():
+            raise ValueError(f"{flag} {path!r} does not exist")
+    write_json(args.out, model_cell(_config(args.config_json), args.cell, args.model, args.split))
+
+
+def mse_summary(args: argparse.Namespace) -> None:
+    from .numerical import summary
+
+    write_json(args.out, summary(_read(args.cells), _config(args.config_json)))
+
+
+def gap_summary(args: argparse.Namespace) -> None:
+    from .model_study import gap_summary as build
+
+    write_json(args.out, build(args.model, read_json(args.unquantized), _read(args.cells)))
+
+
+def figure(args: argparse.Namespace) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")  # files only: never open a window
+    from . import figures
+
+    summary = read_json(args.summary)
+    if args.kind == "mse":
+        figures.mse_figure(summary, args.scale, args.variant, args.png, args.pdf)
+    elif args.kind == "brute-force-ratio":
+        figures.brute_force_ratio_figure(summary, args.scale, args.png, args.pdf)
+    else:
+        figures.gap_figure(summary, args.png, args.pdf)
+
+
+def claims(args: argparse.Namespace) -> None:
+    from .claims import model_claims, numerical_claims
+
+    thresholds = _config(args.config_json)
+    rows = numerical_claims(read_json(args.numerical), thresholds, args.numerical)
+    rows += model_claims(_read(args.models), thresholds, args.models)
+    write_json(args.out, [c.to_dict() for c in rows])
+
+
+def context(args: argparse.Namespace) -> None:
+    from .context import build_context
+    from .figures import caption
+
+    config = _config(args.config_json)
+    numerical, models = read_json(args.numerical), _read(args.models)
+    stages = {"numerical study (cells)": numerical["wall_time_s"]}
+    stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
+    for path in args.base_model_metadata:
+        seconds = read_json(path).get("training", {}).get("seconds")
+        if seconds is not None:
+            stages[f"pretraining {Path(path).parent.name}"] = seconds
+    figures = [{"id": Path(png).stem, "caption": caption(Path(png).stem), "png": png,
+                "pdf": str(Path(png).with_suffix(".pdf"))} for png in args.figures]
+    cited = [*args.cited, args.numerical, *args.models, args.claims, *args.figures,
+             *(f["pdf"] for f in figures)]
+    write_json(args.out, build_context(
+        config=config, profile=args.profile, numerical=numerical, models=models, claims=read_json(args.claims),
+        figures=figures, artifacts=cited, rerun_examples=args.rerun_example,
+        seeds={"numerical draw": config["numerical"]["seed"], "workflow": args.seed}, stage_seconds=stages))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m papers.finer_is_better", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("mse-cell", help="one numerical cell: MSE vs sigma")
+    p.add_argument("--config-json", required=True)
+    p.add_argument("--cell", required=True, help="<element>-<scale>-b<block>-<variant>")
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=mse_cell)
+
+    p = sub.add_parser("ptq-cell", help="one model-study cell: perplexity with fake-quantized MLP linears")
+    p.add_argument("--config-json", required=True)
+    p.add_argument("--cell", required=True, help="<element>-<scale>-b<block>-<variant> or 'unquantized'")
+    p.add_argument("--model", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=ptq_cell)
+
+    p = sub.add_parser("mse-summary", help="the numerical study's table and regions")
+    p.add_argument("--config-json", required=True, help="the claims thresholds")
+    p.add_argument("--cells", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=mse_summary)
+
+    p = sub.add_parser("gap-summary", help="one model's perplexity gaps")
+    p.add_argument("--model", required=True)
+    p.add_argument("--unquantized", required=True)
+    p.add_argument("--cells", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=gap_summary)
+
+    p = sub.add_parser("figure", help="one figure as PNG and PDF")
+    p.add_argument("kind", choices=["mse", "brute-force-ratio", "gap"])
+    p.add_argument("--summary", required=True)
+    p.add_argument("--scale")
+    p.add_argument("--variant")
+    p.add_argument("--png", required=True)
+    p.add_argument("--pdf", required=True)
+    p.set_defaults(run=figure)
+
+    p = sub.add_parser("claims", help="the claims table with computed verdicts")
+    p.add_argument("--config-json", required=True, help="the claims thresholds")
+    p.add_argument("--numerical", required=True)
+    p.add_argument("--models", nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=claims)
+
+    p = sub.add_parser("context", help="the report context")
+    p.add_argument("--config-json", required=True, help="the active paper config")
+    p.add_argument("--profile", required=True)
+    p.add_argument("--seed", type=int, required=True, help="the workflow seed")
+    p.add_argument("--numerical", required=True)
+    p.add_argument("--models", nargs="+", required=True)
+    p.add_argument("--claims", required=True)
+    p.add_argument("--figures", nargs="+", required=True, help="PNG files (the PDF beside each is cited too)")
+    p.add_argument("--cited", nargs="*", default=[], help="further artifacts the report cites (the cells)")
+    p.add_argument("--base-model-metadata", nargs="*", default=[])
+    p.add_argument("--rerun-example", nargs="*", default=[])
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=context)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except (ValueError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The paper's figures (seaborn): ``plot_*`` draws one figure from a summary artifact and returns it (the
+notebook shows it), ``*_figure`` saves it as PNG and PDF atomically with byte-stable metadata. Regions A and B
+are shaded from the summary's detected sigmas."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from common.io import atomic_path
+
+from .claims import HEURISTICS
+from .numerical import curves, table_from_summary
+
+REGION_STYLE = {"A": ("#d62728", "Region A (scale underflow)"),
+                "B": ("#1f77b4", "Region B (reversal with prevent-zero)")}
+Path = str | os.PathLike[str]
+
+
+def save(fig: plt.Figure, png: Path, pdf: Path) -> None:
+    """Write ``fig`` to ``png`` and ``pdf`` atomically (no timestamps: same data, same bytes) and close it."""
+    for path, metadata in ((png, {"Software": None}), (pdf, {"CreationDate": None, "Producer": None})):
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=os.fspath(path).rsplit(".", 1)[-1], dpi=150, bbox_inches="tight",
+                        metadata=metadata)
+    plt.close(fig)
+
+
+def shade_regions(ax: plt.Axes, regions: Mapping[str, Any], grid: list[float]) -> None:
+    """Shade each region's intervals, extended half a grid step on both sides (log scale)."""
+    step = (grid[1] / grid[0]) ** 0.5 if len(grid) > 1 else 1.0
+    for name, (color, label) in REGION_STYLE.items():
+        for i, (low, high) in enumerate(regions[name]["intervals"]):
+            ax.axvspan(low / step, high * step, color=color, alpha=0.12, label=label if i == 0 else None, lw=0)
+
+
+def mse_figure(summary: Mapping[str, Any], scale: str, variant: str, png: Path, pdf: Path) -> None:
+    """:func:`plot_mse` saved as ``png`` and ``pdf``."""
+    save(plot_mse(summary, scale, variant), png, pdf)
+
+
+def plot_mse(summary: Mapping[str, Any], scale: str, variant: str) -> plt.Figure:
+    """Relative MSE (MSE / sigma^2) vs sigma of one (scale, variant), a line per block size, regions shaded."""
+    data = curves(table_from_summary(summary), scale, variant, "relative_mse")
+    long = data.reset_index().melt(id_vars="sigma", var_name="block size", value_name="relative MSE")
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.lineplot(long, x="sigma", y="relative MSE", hue="block size", palette="viridis", marker="o", markersize=3,
+                 ax=ax)
+    shade_regions(ax, summary["regions"], sorted(data.index))
+    ax.set(xscale="log", yscale="log", xlabel=r"$\sigma$ of Normal(0, $\sigma^2$) data",
+           ylabel=r"MSE / $\sigma^2$", title=f"E2M1 elements, {scale.upper()} scales, {variant}")
+    ax.legend(fontsize=7, loc="lower left")
+    return fig
+
+
+def brute_force_ratio_figure(summary: Mapping[str, Any], scale: str, png: Path, pdf: Path) -> None:
+    """:func:`plot_brute_force_ratio` saved as ``png`` and ``pdf``."""
+    save(plot_brute_force_ratio(summary, scale), png, pdf)
+
+
+def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure:
+    """MSE of each heuristic over brute force's vs sigma at the smallest block size (1 = optimal)."""
+    table = table_from_summary(summary)
+    brute = curves(table, scale, "brute_force")
+    block = brute.columns[0]
+    frames = [pd.DataFrame({"sigma": brute.index, "variant": v,
+                            "ratio": curves(table, scale, v)[block] / brute[block]}) for v in HEURISTICS]
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.lineplot(pd.concat(frames), x="sigma", y="ratio", hue="variant", marker="o", markersize=3, ax=ax)
+    shade_regions(ax, summary["regions"], sorted(brute.index))
+    ax.set(xscale="log", yscale="log", xlabel=r"$\sigma$", ylabel="MSE / brute-force MSE",
+           title=f"Heuristics vs the optimal single scale, block {block}, {scale.upper()} scales")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def gap_figure(summary: Mapping[str, Any], png: Path, pdf: Path) -> None:
+    """:func:`plot_gap` saved as ``png`` and ``pdf``."""
+    save(plot_gap(summary), png, pdf)
+
+
+def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
+    """Perplexity gap to the unquantized model vs block size, a line per (scale, variant)."""
+    rows = pd.DataFrame.from_records(summary["rows"])
+    rows["setting"] = rows["scale"].str.upper() + " " + rows["variant"]
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.lineplot(rows, x="block_size", y="gap", hue="setting", marker="o", ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="block size", ylabel="perplexity gap",
+           title=f"{summary['model']}: MLP weights + activations in E2M1 (unquantized ppl {summary['perplexity']:.2f})")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def caption(figure_id: str) -> str:
+    """The caption of a figure from its id (``mse-<scale>-<variant>``, ``brute-force-ratio-<scale>``,
+    ``gap-<model>``), ValueError for an unknown id."""
+    if figure_id.startswith("mse-"):
+        scale, variant = figure_id[4:].split("-", 1)
+        return (f"Relative MSE (MSE / sigma^2) vs sigma, E2M1 elements with {scale.upper()} scales, variant "
+                f"{variant}, one line per block size. Shaded: Region A (abs-max scale underflow) and Region B "
+                "(reversal that survives prevent-zero), detected from the data by the rules in Table 1.")
+    if figure_id.startswith("brute-force-ratio-"):
+        scale = figure_id.rsplit("-", 1)[-1]
+        return (f"MSE of each heuristic divided by brute force's (the best single {scale.upper()} scale per block) "
+                "at the smallest block size; 1 is optimal.")
+    if figure_id.startswith("gap-"):
+        return (f"{figure_id[4:]}: perplexity gap to the unquantized model vs block size, MLP weights and "
+                "activations fake-quantized to E2M1, one line per scale format and rule.")
+    raise ValueError(f"unknown figure id {figure_id!r}")

@@ -1,0 +1,76 @@
+# finer_is_better: the paper config (validated, profile merged) and the functions its rules call.
+import json
+import shlex
+
+import yaml
+
+from papers.finer_is_better.settings import cells as fib_cells
+from papers.finer_is_better.settings import profile_config
+
+
+configfile: "papers/finer_is_better/config.yaml"
+
+
+validate(config["finer_is_better"], "config.schema.yaml")
+FIB = profile_config(config["finer_is_better"], config["profile"])
+validate(FIB, "config.schema.yaml")
+FIB_DIR = "results/finer_is_better"
+FIB_MODELS = [CFG["base_model"], *FIB["model"]["external"]]
+FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
+FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
+FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *(f"gap-{m}" for m in FIB_MODELS)]
+
+
+def fib_json(value):
+    return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def fib_variant(variant):
+    if variant not in FIB["variants"]:
+        raise ValueError(
+            f"unknown variant {variant!r}; defined in papers/finer_is_better/config.yaml: "
+            f"{', '.join(FIB['variants'])}"
+        )
+    return FIB["variants"][variant]
+
+
+def fib_mse_config(wildcards):
+    """What one numerical cell depends on: its variant, the hierarchical target, the sigma grid and the draw."""
+    study = {k: FIB["numerical"][k] for k in ("sigma", "samples", "seed")}
+    return fib_json(
+        {
+            "element": FIB["element"],
+            "hierarchical_target": FIB["hierarchical_target"],
+            "variants": {wildcards.variant: fib_variant(wildcards.variant)},
+            "numerical": study,
+        }
+    )
+
+
+def fib_ptq_config(wildcards):
+    """What one model cell depends on: its variant (none for the unquantized model) and the evaluation."""
+    study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include")}
+    variant = getattr(wildcards, "variant", None)
+    variants = {} if variant is None else {variant: fib_variant(variant)}
+    return fib_json(
+        {
+            "element": FIB["element"],
+            "hierarchical_target": FIB["hierarchical_target"],
+            "variants": variants,
+            "model": study,
+        }
+    )
+
+
+def fib_model_dir(wildcards):
+    kind = "base" if wildcards.model in CFG["base_models"] else "external"
+    if kind == "external" and wildcards.model not in CFG["external_models"]:
+        raise ValueError(
+            f"unknown model {wildcards.model!r}: neither a base model ({', '.join(CFG['base_models'])})"
+            f" nor an external model ({', '.join(CFG['external_models'])})"
+        )
+    return f"results/models/{kind}/{wildcards.model}"
+
+
+def fib_model_cells(wildcards):
+    return expand(f"{FIB_DIR}/ptq/{wildcards.model}/{{cell}}.json", cell=fib_cells(FIB, "model"))

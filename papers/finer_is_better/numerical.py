@@ -1,0 +1,127 @@
+"""The numerical study: MSE vs sigma of Normal(0, sigma^2) data, and the reversal regions found in it.
+
+A cell (``results/finer_is_better/mse/<cell>.json``) is :func:`common.analysis.block_stats` for every sigma of
+the log grid at one (element, scale, block size, variant): MSE, relative MSE (MSE / sigma^2) and the fraction
+of blocks whose scale rounded to zero. Every cell uses the same seeded draw, so curves differ only by the
+quantizer (common random numbers).
+
+Reversal and regions (the definitions the report states):
+
+* ``reversal_excess(sigma) = max_n MSE(n) / MSE(2n) - 1`` over consecutive configured block sizes n < 2n; a
+  *reversal* ("smaller blocks give higher MSE") is an excess above ``reversal_tolerance``.
+* **Region A** (scale underflow): the sigmas where abs-max (UE4M3) reverses *and* at least
+  ``underflow_fraction`` of its smallest-block scales round to zero.
+* **Region B** (the reversal that survives prevent-zero): the sigmas where prevent-zero (UE4M3) still reverses;
+  no scale underflows there by construction, so what remains is the coarse scale grid and the clipped top bin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from common.analysis import block_stats, sigma_grid, standard_normal
+
+from .settings import parse_cell, variant_options
+
+REFERENCE_SCALE = "ue4m3"  # the regions are defined on the paper's E4M3 scales
+
+
+def numerical_cell(config: Mapping[str, Any], cell: str) -> dict[str, Any]:
+    """The MSE-vs-sigma curve of one (element, scale, block size, variant)."""
+    start = time.perf_counter()
+    parts = parse_cell(cell)
+    study = config["numerical"]
+    options = variant_options(config, parts["variant"])
+    z = standard_normal(study["samples"], study["seed"])
+    sigmas = sigma_grid(study["sigma"]["low"], study["sigma"]["high"], study["sigma"]["points"])
+    rows = [block_stats(float(s), parts["block_size"], elem=parts["element"], scale=parts["scale"], z=z, **options)
+            for s in sigmas]
+    return {"cell": cell, **parts, "options": options, "samples": study["samples"], "seed": study["seed"],
+            "rows": rows, "wall_time_s": time.perf_counter() - start}
+
+
+def mse_table(cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (scale, variant, block_size, sigma) from numerical cells."""
+    records = [{"scale": c["scale"], "variant": c["variant"], "block_size": c["block_size"], **row}
+               for c in cells for row in c["rows"]]
+    if not records:
+        raise ValueError("no numerical cells given")
+    return pd.DataFrame.from_records(records).sort_values(["scale", "variant", "block_size", "sigma"],
+                                                          ignore_index=True)
+
+
+def curves(table: pd.DataFrame, scale: str, variant: str, column: str = "mse") -> pd.DataFrame:
+    """``column`` as a sigma x block_size frame for one (scale, variant) (KeyError naming a missing one)."""
+    part = table[(table["scale"] == scale) & (table["variant"] == variant)]
+    if part.empty:
+        raise KeyError(f"no numerical cells for scale {scale!r}, variant {variant!r}")
+    return part.pivot(index="sigma", columns="block_size", values=column).sort_index(axis=1)
+
+
+def reversal_excess(table: pd.DataFrame, scale: str, variant: str) -> pd.Series:
+    """``max_n MSE(n) / MSE(2n) - 1`` per sigma over consecutive configured block sizes (module docstring)."""
+    mse = curves(table, scale, variant)
+    blocks = list(mse.columns)
+    ratios = [mse[small] / mse[large] - 1.0 for small, large in pairwise(blocks)]
+    return pd.concat(ratios, axis=1).max(axis=1)
+
+
+def intervals(sigmas: Iterable[float], grid: Iterable[float]) -> list[tuple[float, float]]:
+    """Maximal runs of consecutive grid points among ``sigmas``, as ``(first, last)`` pairs."""
+    grid = sorted(grid)
+    chosen = set(sigmas)
+    runs: list[tuple[float, float]] = []
+    start = previous = None
+    for s in grid:
+        if s in chosen:
+            start = s if start is None else start
+            previous = s
+        elif start is not None:
+            runs.append((start, previous))
+            start = None
+    if start is not None:
+        runs.append((start, previous))
+    return runs
+
+
+def regions(table: pd.DataFrame, claims: Mapping[str, Any]) -> dict[str, Any]:
+    """Regions A and B (module docstring) with their sigma points and intervals."""
+    tol, underflow = claims["reversal_tolerance"], claims["underflow_fraction"]
+    grid = sorted(table["sigma"].unique())
+    absmax = reversal_excess(table, REFERENCE_SCALE, "absmax")
+    zero = curves(table, REFERENCE_SCALE, "absmax", "zero_scale_fraction")
+    smallest = zero.columns[0]
+    region_a = [s for s in grid if absmax[s] > tol and zero.loc[s, smallest] >= underflow]
+    region_b = [s for s in grid if reversal_excess(table, REFERENCE_SCALE, "prevent_zero")[s] > tol]
+    return {
+        "A": {"sigmas": region_a, "intervals": intervals(region_a, grid),
+              "rule": f"abs-max MSE(n) > (1 + {tol:g}) MSE(2n) for some consecutive n and >= {underflow:.0%} of "
+                      f"its block-{smallest} scales round to zero"},
+        "B": {"sigmas": region_b, "intervals": intervals(region_b, grid),
+              "rule": f"prevent-zero MSE(n) > (1 + {tol:g}) MSE(2n) for some consecutive n"},
+    }
+
+
+def summary(cells: Iterable[Mapping[str, Any]], claims: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's summary artifact: the tidy table, the regions, and the cells' total wall time."""
+    cells = list(cells)
+    table = mse_table(cells)
+    return {"rows": table.to_dict(orient="records"), "regions": regions(table, claims),
+            "block_sizes": sorted(table["block_size"].unique().tolist()),
+            "wall_time_s": float(sum(c["wall_time_s"] for c in cells))}
+
+
+def table_from_summary(data: Mapping[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(data["rows"])
+
+
+def reference_sigmas(grid: Iterable[float], targets: Iterable[float]) -> list[float]:
+    """The grid points nearest (in log) to each target sigma."""
+    grid = np.asarray(sorted(grid))
+    return [float(grid[np.argmin(np.abs(np.log(grid) - np.log(t)))]) for t in targets]

@@ -1,0 +1,224 @@
+# Finer is Better (with the Right Scaling): numerical study (MSE vs sigma per cell), model study (perplexity gap
+# per cell), figures (one rule each), claims with computed verdicts, and the report context that
+# workflow/rules/report.smk renders to reports/finer_is_better.html. Cells are single-threaded jobs (they are
+# many and independent: Snakemake runs `--cores` of them at once). Every cell is a file target:
+#   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json
+#   results/finer_is_better/ptq/small/e2m1-ue4m3-b4-four_over_six.json
+include: "helpers.smk"
+
+
+rule fib_mse_cell:
+    """One numerical cell: MSE vs sigma of Normal data for one (element, scale, block size, variant)."""
+    output:
+        f"{FIB_DIR}/mse/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
+    log:
+        "logs/finer_is_better/mse/{element}-{scale}-b{block}-{variant}.log",
+    wildcard_constraints:
+        element="[a-z0-9]+",
+        scale="[a-z0-9]+",
+        block="[0-9]+",
+        variant="[a-z0-9_]+",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=fib_mse_config,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better mse-cell --config-json {params.config}"
+        " --cell {wildcards.element}-{wildcards.scale}-b{wildcards.block}-{wildcards.variant} --out {output}"
+        " > {log} 2>&1"
+
+
+rule fib_mse_summary:
+    """The numerical study's tidy table and the Regions A and B detected in it."""
+    input:
+        expand(f"{FIB_DIR}/mse/{{cell}}.json", cell=fib_cells(FIB, "numerical")),
+    output:
+        f"{FIB_DIR}/mse/summary.json",
+    log:
+        "logs/finer_is_better/mse_summary.log",
+    conda:
+        CONDA_ENV
+    params:
+        thresholds=fib_json(FIB["claims"]),
+    shell:
+        "python -m papers.finer_is_better mse-summary --config-json {params.thresholds} --cells {input}"
+        " --out {output} > {log} 2>&1"
+
+
+rule fib_ptq_unquantized:
+    """The model study's reference: perplexity of the unquantized model with the cells' evaluation settings."""
+    input:
+        model=fib_model_dir,
+        split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
+    output:
+        f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
+    log:
+        "logs/finer_is_better/ptq/{model}/unquantized.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=fib_ptq_config,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cell --config-json {params.config} --cell unquantized"
+        " --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
+
+
+rule fib_ptq_cell:
+    """One model-study cell: the MLP linears' weights and activations fake-quantized, perplexity."""
+    input:
+        model=fib_model_dir,
+        split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
+    output:
+        f"{FIB_DIR}/ptq/{{model}}/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
+    log:
+        "logs/finer_is_better/ptq/{model}/{element}-{scale}-b{block}-{variant}.log",
+    wildcard_constraints:
+        element="[a-z0-9]+",
+        scale="[a-z0-9]+",
+        block="[0-9]+",
+        variant="[a-z0-9_]+",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=fib_ptq_config,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cell --config-json {params.config}"
+        " --cell {wildcards.element}-{wildcards.scale}-b{wildcards.block}-{wildcards.variant}"
+        " --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
+
+
+rule fib_gap_summary:
+    """One model's perplexity gaps (cell minus unquantized)."""
+    input:
+        unquantized=f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
+        cells=fib_model_cells,
+    output:
+        f"{FIB_DIR}/ptq/{{model}}/summary.json",
+    log:
+        "logs/finer_is_better/ptq/{model}/summary.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.finer_is_better gap-summary --model {wildcards.model} --unquantized {input.unquantized}"
+        " --cells {input.cells} --out {output} > {log} 2>&1"
+
+
+rule fib_figure_mse:
+    """Figure: relative MSE vs sigma for one (scale, variant), a line per block size, Regions A/B shaded."""
+    input:
+        f"{FIB_DIR}/mse/summary.json",
+    output:
+        png=report(
+            f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.png",
+            caption="report/mse.rst",
+            category="Finer is Better",
+            subcategory="numerical study",
+        ),
+        pdf=f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.pdf",
+    log:
+        "logs/finer_is_better/figures/mse-{scale}-{variant}.log",
+    wildcard_constraints:
+        scale="[a-z0-9]+",
+        variant="[a-z0-9_]+",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.finer_is_better figure mse --summary {input} --scale {wildcards.scale}"
+        " --variant {wildcards.variant} --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+
+
+rule fib_figure_brute_force_ratio:
+    """Figure: each heuristic's MSE over brute force's at the smallest block size."""
+    input:
+        f"{FIB_DIR}/mse/summary.json",
+    output:
+        png=report(
+            f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.png",
+            caption="report/brute_force.rst",
+            category="Finer is Better",
+            subcategory="numerical study",
+        ),
+        pdf=f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.pdf",
+    log:
+        "logs/finer_is_better/figures/brute-force-ratio-{scale}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.finer_is_better figure brute-force-ratio --summary {input} --scale {wildcards.scale}"
+        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+
+
+rule fib_figure_gap:
+    """Figure: perplexity gap vs block size for one model, a line per scale format and rule."""
+    input:
+        f"{FIB_DIR}/ptq/{{model}}/summary.json",
+    output:
+        png=report(
+            f"{FIB_DIR}/figures/gap-{{model}}.png",
+            caption="report/gap.rst",
+            category="Finer is Better",
+            subcategory="model study",
+        ),
+        pdf=f"{FIB_DIR}/figures/gap-{{model}}.pdf",
+    log:
+        "logs/finer_is_better/figures/gap-{model}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.finer_is_better figure gap --summary {input} --png {output.png} --pdf {output.pdf}"
+        " > {log} 2>&1"
+
+
+rule fib_claims:
+    """The claims table: every claim checked against the summaries by its stated rule."""
+    input:
+        numerical=f"{FIB_DIR}/mse/summary.json",
+        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_MODELS),
+    output:
+        report(f"{FIB_DIR}/claims.json", caption="report/claims.rst", category="Finer is Better"),
+    log:
+        "logs/finer_is_better/claims.log",
+    conda:
+        CONDA_ENV
+    params:
+        thresholds=fib_json(FIB["claims"]),
+    shell:
+        "python -m papers.finer_is_better claims --config-json {params.thresholds} --numerical {input.numerical}"
+        " --models {input.models} --out {output} > {log} 2>&1"
+
+
+rule fib_context:
+    """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
+    input:
+        numerical=f"{FIB_DIR}/mse/summary.json",
+        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_MODELS),
+        claims=f"{FIB_DIR}/claims.json",
+        figures=expand(f"{FIB_DIR}/figures/{{figure}}.{{ext}}", figure=FIB_FIGURES, ext=("png", "pdf")),
+        cells=expand(f"{FIB_DIR}/mse/{{cell}}.json", cell=fib_cells(FIB, "numerical")),
+        model_cells=expand(
+            f"{FIB_DIR}/ptq/{{model}}/{{cell}}.json", model=FIB_MODELS, cell=["unquantized", *fib_cells(FIB, "model")]
+        ),
+    output:
+        f"{FIB_DIR}/report/context.json",
+    log:
+        "logs/finer_is_better/context.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=fib_json(FIB),
+        profile=config["profile"],
+        seed=CFG["seed"],
+        pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
+        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        examples=[
+            f"{FIB_DIR}/ptq/{CFG['base_model']}/{fib_cells(FIB, 'model')[0]}.json",
+            f"{FIB_DIR}/mse/{fib_cells(FIB, 'numerical')[0]}.json",
+        ],
+    shell:
+        "python -m papers.finer_is_better context --config-json {params.config} --profile {params.profile}"
+        " --seed {params.seed} --numerical {input.numerical} --models {input.models} --claims {input.claims}"
+        " --figures {params.pngs} --cited {input.cells} {input.model_cells}"
+        " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

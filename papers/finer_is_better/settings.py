@@ -1,0 +1,96 @@
+"""The paper's configuration: semantic checks beyond the JSON schema, variants as ``quantize_blocks``
+options, and cell names.
+
+A *variant* is a scale-selection setting of the paper: a rule of :data:`common.scaling.RULES`, the
+prevent-zero modifier, and hierarchical scaling. Hierarchical scaling follows the paper's public code: a
+per-dim-0-slice FP32 scale ``c = max|x| / 448`` (``hierarchical_target``) is divided out first, block scales
+are chosen on ``x / c``, and ``c`` is multiplied back (``global_scale="row"`` of
+:func:`common.scaling.quantize_blocks` with ``global_target=448``). For a weight ``(out, in)`` a dim-0 slice is
+an output row; for activations ``(batch, seq, hidden)`` we take one ``c`` per token (the same row convention);
+for the numerical study one ``c`` per row of 4096 samples.
+
+A cell is named ``<element>-<scale>-b<block>-<variant>``, e.g. ``e2m1-ue4m3-b4-four_over_six``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from common.config import merged
+from common.formats import FORMATS
+from common.ptq import QuantSpec
+from common.registry import lookup
+
+CELL = re.compile(r"^(?P<element>[a-z0-9]+)-(?P<scale>[a-z0-9]+)-b(?P<block>[0-9]+)-(?P<variant>[a-z0-9_]+)$")
+
+
+def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
+    """The paper config of ``profile`` (its ``profiles`` entry merged over the rest), checked."""
+    profiles = config.get("profiles", {})
+    if profile not in profiles:
+        raise ValueError(f"finer_is_better: unknown profile {profile!r}; configured: {', '.join(profiles)}")
+    active = merged({k: v for k, v in config.items() if k != "profiles"}, profiles[profile] or {})
+    check_config(active)
+    return active
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """What the schema cannot say: every cell's variant exists and every format is registered (ValueError
+    naming the offending key and value)."""
+    variants = config["variants"]
+    lookup(FORMATS, config["element"], "element format (finer_is_better.element)")
+    for study in ("numerical", "model"):
+        for scale, names in config[study]["cells"].items():
+            lookup(FORMATS, scale, f"scale format (finer_is_better.{study}.cells)")
+            for name in names:
+                if name not in variants:
+                    raise ValueError(f"finer_is_better.{study}.cells.{scale}: unknown variant {name!r}; "
+                                     f"defined variants: {', '.join(variants)}")
+    sigma = config["numerical"]["sigma"]
+    if not sigma["low"] < sigma["high"]:
+        raise ValueError(f"finer_is_better.numerical.sigma: low {sigma['low']} must be below high {sigma['high']}")
+    model = config["model"]
+    if model["stride"] > model["window"]:
+        raise ValueError(f"finer_is_better.model.stride {model['stride']} exceeds window {model['window']}")
+
+
+def cell_name(element: str, scale: str, block_size: int, variant: str) -> str:
+    return f"{element}-{scale}-b{block_size}-{variant}"
+
+
+def parse_cell(name: str) -> dict[str, Any]:
+    """``{"element", "scale", "block_size", "variant"}`` of a cell name (ValueError naming a malformed one)."""
+    match = CELL.match(name)
+    if match is None:
+        raise ValueError(f"cell name {name!r} is not <element>-<scale>-b<block>-<variant>")
+    return {"element": match["element"], "scale": match["scale"], "block_size": int(match["block"]),
+            "variant": match["variant"]}
+
+
+def cells(config: Mapping[str, Any], study: str) -> list[str]:
+    """Every cell name of ``study`` ("numerical" or "model") in config order."""
+    part = config[study]
+    return [cell_name(config["element"], scale, block, variant)
+            for scale, names in part["cells"].items() for variant in names for block in part["block_sizes"]]
+
+
+def variant_options(config: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """``quantize_blocks`` keyword arguments of ``variant`` (rule, prevent_zero, global scale)."""
+    variants = config["variants"]
+    if variant not in variants:
+        raise ValueError(f"unknown variant {variant!r}; defined variants: {', '.join(variants)}")
+    entry = variants[variant]
+    options: dict[str, Any] = {"rule": entry["rule"], "prevent_zero": bool(entry.get("prevent_zero", False))}
+    if entry.get("hierarchical", False):
+        options.update(global_scale="row", global_target=float(config["hierarchical_target"]))
+    return options
+
+
+def quant_spec(config: Mapping[str, Any], cell: str) -> QuantSpec:
+    """The :class:`common.ptq.QuantSpec` of a cell (the same spec for weights and activations)."""
+    parts = parse_cell(cell)
+    options = variant_options(config, parts["variant"])
+    return QuantSpec(parts["element"], parts["scale"], parts["block_size"], options["rule"],
+                     options["prevent_zero"], options.get("global_scale"), (), options.get("global_target"))

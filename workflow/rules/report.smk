@@ -1,0 +1,50 @@
+# Reports: every paper's pipeline ends in results/<paper>/report/context.json (figures, tables, claims with
+# computed verdicts, provenance); these rules render it to a self-contained HTML report, LaTeX (PDF with
+# latexmk), a SHA256SUMS over every cited artifact, and reports/index.html linking every report.
+
+
+rule render_report:
+    """The HTML report (figures embedded, no network address), its LaTeX, and SHA256SUMS of what it cites."""
+    input:
+        "results/{paper}/report/context.json",
+    output:
+        html="reports/{paper}.html",
+        tex="reports/{paper}.tex",
+        sums="reports/{paper}.SHA256SUMS",
+    log:
+        "logs/render_report/{paper}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m common.report render --context {input} --html {output.html} --tex {output.tex}"
+        " --sums {output.sums} > {log} 2>&1"
+
+
+rule report_pdf:
+    """The PDF of a report's LaTeX (needs latexmk; `make reports` asks for it only when latexmk is installed)."""
+    input:
+        "reports/{paper}.tex",
+    output:
+        "reports/{paper}.pdf",
+    log:
+        "logs/report_pdf/{paper}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m common.report pdf --tex {input} > {log} 2>&1"
+
+
+rule report_index:
+    """reports/index.html: a link to every paper's report with its verdict counts."""
+    input:
+        contexts=report_contexts,
+        reports=report_pages,
+    output:
+        "reports/index.html",
+    log:
+        "logs/report_index.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m common.report index --contexts {input.contexts} --reports {input.reports} --out {output}"
+        " > {log} 2>&1"
