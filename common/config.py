@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,8 +10,8 @@ from typing import Any
 def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``override`` merged in: nested mappings are merged key by key, other values replaced
     (how a size profile's overrides apply to a configuration)."""
-    out = dict(base)
+    out = copy.deepcopy(dict(base))
     for key, value in override.items():
         nested = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
-        out[key] = merged(out[key], value) if nested else value
+        out[key] = merged(out[key], value) if nested else copy.deepcopy(value)
     return out

@@ -44,8 +44,8 @@ def block_stats(sigma: float, block_size: int, *, elem: str = "e2m1", scale: str
                 prevent_zero: bool = False, global_scale: str | None = None, global_target: float | None = None,
                 samples: int = 1 << 20, seed: int = 0, z: torch.Tensor | None = None,
                 **rule_options: Any) -> dict[str, float]:
-    """``{"sigma", "mse", "relative_mse", "zero_scale_fraction", "floor_scale_fraction"}`` at one sigma (module docstring); ``z`` reuses
-    a standard-normal draw."""
+    """``{"sigma", "mse", "relative_mse", "zero_scale_fraction", "floor_scale_fraction"}`` at one sigma (module
+    docstring); ``z`` reuses a standard-normal draw."""
     if ROW % block_size:
         raise ValueError(f"block_size must divide {ROW}, got {block_size}")
     if not sigma > 0:

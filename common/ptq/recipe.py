@@ -10,6 +10,7 @@ activation spec (either may be None, not both).
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,7 @@ class QuantSpec:
             raise ValueError("global_scale='row' needs blocks within rows; block_size=None is one block per tensor")
         if self.global_target is not None and (self.global_scale is None or isinstance(self.global_target, bool)
                                                or not isinstance(self.global_target, (int, float))
-                                               or not self.global_target > 0):
+                                               or not 0 < self.global_target < math.inf):
             raise ValueError(f"global_target must be a number > 0 with a global_scale, got {self.global_target!r}")
         if not isinstance(self.prevent_zero, bool):
             raise ValueError(f"prevent_zero must be a bool, got {self.prevent_zero!r}")

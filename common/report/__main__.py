@@ -47,6 +47,9 @@ def verdict_summary(claims: Sequence[dict]) -> str:
 
 
 def index(args: argparse.Namespace) -> None:
+    if len(args.contexts) != len(args.reports):
+        raise ValueError(f"--contexts and --reports must pair up: {len(args.contexts)} contexts, "
+                         f"{len(args.reports)} reports")
     out_dir = Path(args.out).resolve().parent
     reports = []
     for context_path, html in zip(args.contexts, args.reports, strict=True):
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except ValueError as err:
+    except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,7 @@ global scale too, because ``g`` ignores it). An Inf saturates: its block scale i
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -74,9 +75,10 @@ def quantize_blocks(
     elem_fmt, scale_fmt = get_format(elem), get_format(scale)
     scale_rule = get_rule(rule)
     _check_block_args(block_size, global_scale, axis, x)
-    if global_target is not None and (global_scale is None or not global_target > 0):
-        raise ValueError(f"global_target must be > 0 and needs a global_scale mode, got {global_target!r} "
-                         f"with global_scale={global_scale!r}")
+    if global_target is not None and (global_scale is None or isinstance(global_target, bool)
+                                      or not 0 < global_target < math.inf):
+        raise ValueError(f"global_target must be a finite number > 0 and needs a global_scale mode, got "
+                         f"{global_target!r} with global_scale={global_scale!r}")
     x32 = as_float32(x)
     if x32.numel() == 0:
         empty = x.clone()

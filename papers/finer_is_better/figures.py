@@ -103,8 +103,8 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
 def caption(figure_id: str) -> str:
     """The caption of a figure from its id (``mse-<scale>-<variant>``, ``brute-force-ratio-<scale>``,
     ``gap-<model>``), ValueError for an unknown id."""
-    if figure_id.startswith("mse-"):
-        scale, variant = figure_id[4:].split("-", 1)
+    scale, _, variant = figure_id.removeprefix("mse-").partition("-")
+    if figure_id.startswith("mse-") and scale and variant:
         return (f"Relative MSE (MSE / sigma^2) vs sigma, E2M1 elements with {scale.upper()} scales, variant "
                 f"{variant}, one line per block size. Shaded: Region A (abs-max scale underflow) and Region B "
                 "(reversal that survives prevent-zero), detected from the data by the rules in Table 1.")

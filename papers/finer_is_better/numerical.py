@@ -27,9 +27,7 @@ import pandas as pd
 
 from common.analysis import block_stats, sigma_grid, standard_normal
 
-from .settings import parse_cell, variant_options
-
-REFERENCE_SCALE = "ue4m3"  # the regions are defined on the paper's E4M3 scales
+from .settings import REFERENCE_SCALE, parse_cell, variant_options
 
 
 def numerical_cell(config: Mapping[str, Any], cell: str) -> dict[str, Any]:
@@ -98,7 +96,8 @@ def regions(table: pd.DataFrame, claims: Mapping[str, Any]) -> dict[str, Any]:
     zero = curves(table, REFERENCE_SCALE, "absmax", "zero_scale_fraction")
     smallest = zero.columns[0]
     region_a = [s for s in grid if absmax[s] > tol and zero.loc[s, smallest] >= underflow]
-    region_b = [s for s in grid if reversal_excess(table, REFERENCE_SCALE, "prevent_zero")[s] > tol]
+    prevent_zero = reversal_excess(table, REFERENCE_SCALE, "prevent_zero")
+    region_b = [s for s in grid if prevent_zero[s] > tol]
     return {
         "A": {"sigmas": region_a, "intervals": intervals(region_a, grid),
               "rule": f"abs-max MSE(n) > (1 + {tol:g}) MSE(2n) for some consecutive n and >= {underflow:.0%} of "

@@ -23,6 +23,9 @@ from common.formats import FORMATS
 from common.ptq import QuantSpec
 from common.registry import lookup
 
+REFERENCE_SCALE = "ue4m3"  # the paper's E4M3 block scales: the regions and claims are defined on them
+CLAIM_VARIANTS = {"numerical": ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz", "brute_force"),
+                  "model": ("absmax", "prevent_zero", "four_over_six")}
 CELL = re.compile(r"^(?P<element>[a-z0-9]+)-(?P<scale>[a-z0-9]+)-b(?P<block>[0-9]+)-(?P<variant>[a-z0-9_]+)$")
 
 
@@ -48,6 +51,11 @@ def check_config(config: Mapping[str, Any]) -> None:
                 if name not in variants:
                     raise ValueError(f"finer_is_better.{study}.cells.{scale}: unknown variant {name!r}; "
                                      f"defined variants: {', '.join(variants)}")
+    for study, needed in CLAIM_VARIANTS.items():
+        missing = [v for v in needed if v not in config[study]["cells"].get(REFERENCE_SCALE, [])]
+        if missing:
+            raise ValueError(f"finer_is_better.{study}.cells.{REFERENCE_SCALE} lacks {', '.join(missing)}: the claims "
+                             "need these variants")
     sigma = config["numerical"]["sigma"]
     if not sigma["low"] < sigma["high"]:
         raise ValueError(f"finer_is_better.numerical.sigma: low {sigma['low']} must be below high {sigma['high']}")
@@ -62,7 +70,7 @@ def cell_name(element: str, scale: str, block_size: int, variant: str) -> str:
 
 def parse_cell(name: str) -> dict[str, Any]:
     """``{"element", "scale", "block_size", "variant"}`` of a cell name (ValueError naming a malformed one)."""
-    match = CELL.match(name)
+    match = CELL.fullmatch(name)
     if match is None:
         raise ValueError(f"cell name {name!r} is not <element>-<scale>-b<block>-<variant>")
     return {"element": match["element"], "scale": match["scale"], "block_size": int(match["block"]),

@@ -114,3 +114,12 @@ def test_notebook_executes_headless(smoke_build):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 8
+
+
+def test_snakemake_workflow_report_is_offline(smoke_build, run_snakemake):
+    out = smoke_build / f"reports/{PAPER}-workflow.html"
+    done = run_snakemake(smoke_build, f"reports/{PAPER}.html", "--report", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    html = out.read_text(encoding="utf-8")
+    assert re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.IGNORECASE) is None
+    assert "Finer is Better" in html  # the figures' category

@@ -1,0 +1,86 @@
+"""Figures: captions by id, the MSE figure's data and shaded regions, PNG + PDF written byte-stably."""
+
+import math
+
+import matplotlib
+import pytest
+from fib_testing import GRID, THRESHOLDS, planted_cells
+
+matplotlib.use("Agg")
+
+from papers.finer_is_better import figures
+from papers.finer_is_better.numerical import summary
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return summary(planted_cells(), THRESHOLDS)
+
+
+@pytest.mark.parametrize(("figure_id", "start"), [
+    ("mse-ue4m3-four_over_six", "Relative MSE (MSE / sigma^2) vs sigma, E2M1 elements with UE4M3 scales, variant "
+                                "four_over_six, one line per block size."),
+    ("mse-ue5m3-hierarchical_four_over_six", "Relative MSE (MSE / sigma^2) vs sigma, E2M1 elements with UE5M3 "
+                                             "scales, variant hierarchical_four_over_six,"),
+    ("brute-force-ratio-ue4m3", "MSE of each heuristic divided by brute force's (the best single UE4M3 scale per "
+                                "block) at the smallest block size; 1 is optimal."),
+    ("gap-smollm2", "smollm2: perplexity gap to the unquantized model vs block size,"),
+    ("gap-small-v2", "small-v2: perplexity gap"),
+])
+def test_caption(figure_id, start):
+    assert figures.caption(figure_id).startswith(start)
+
+
+@pytest.mark.parametrize("figure_id", ["", "mse", "heatmap-ue4m3", "MSE-ue4m3-absmax"])
+def test_unknown_figure_id(figure_id):
+    with pytest.raises(ValueError, match=rf"unknown figure id {figure_id!r}"):
+        figures.caption(figure_id)
+
+
+def test_mse_id_without_variant_is_named():
+    with pytest.raises(ValueError, match=r"unknown figure id 'mse-ue4m3'"):
+        figures.caption("mse-ue4m3")
+
+
+def test_plot_mse_lines_and_regions(planted):
+    fig = figures.plot_mse(planted, "ue4m3", "absmax")
+    try:
+        ax = fig.axes[0]
+        assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+        assert ax.get_title() == "E2M1 elements, UE4M3 scales, absmax"
+        rows = [r for r in planted["rows"] if r["scale"] == "ue4m3" and r["variant"] == "absmax"]
+        for line, block in zip(ax.lines[:3], (4, 8, 16), strict=True):
+            expected = [r["relative_mse"] for r in rows if r["block_size"] == block]
+            assert list(line.get_xdata()) == GRID
+            assert list(line.get_ydata()) == expected
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+            "4", "8", "16", "Region A (scale underflow)", "Region B (reversal with prevent-zero)"]
+        # Region A: [1e-5, 1e-4] and [1e-3, 1e-3]; Region B: 1e-3, [1e-2, 3e-2], 3e-1; half a step (sqrt 3) wider
+        step = math.sqrt(3.0)
+        spans = [(p.get_x(), p.get_x() + p.get_width()) for p in ax.patches]
+        expected_spans = [(1e-5, 1e-4), (1e-3, 1e-3), (1e-3, 1e-3), (1e-2, 3e-2), (3e-1, 3e-1)]
+        assert len(spans) == len(expected_spans)
+        for (low, high), (a, b) in zip(spans, expected_spans, strict=True):
+            assert low == pytest.approx(a / step, rel=1e-12)
+            assert high == pytest.approx(b * step, rel=1e-12)
+    finally:
+        matplotlib.pyplot.close(fig)
+
+
+def test_mse_figure_writes_stable_png_and_pdf(planted, tmp_path):
+    figures.mse_figure(planted, "ue4m3", "prevent_zero", tmp_path / "a.png", tmp_path / "a.pdf")
+    figures.mse_figure(planted, "ue4m3", "prevent_zero", tmp_path / "b.png", tmp_path / "b.pdf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pdf", "a.png", "b.pdf", "b.png"]  # no temp files
+    png, pdf = (tmp_path / "a.png").read_bytes(), (tmp_path / "a.pdf").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert pdf.startswith(b"%PDF-")
+    assert b"CreationDate" not in pdf
+    assert (tmp_path / "b.png").read_bytes() == png  # same data, same bytes
+    assert (tmp_path / "b.pdf").read_bytes() == pdf
+    assert matplotlib.pyplot.get_fignums() == []  # the figure is closed
+
+
+def test_mse_figure_of_a_missing_setting_writes_nothing(planted, tmp_path):
+    with pytest.raises(KeyError, match=r"no numerical cells for scale 'ue5m3', variant 'absmax'"):
+        figures.mse_figure(planted, "ue5m3", "absmax", tmp_path / "a.png", tmp_path / "a.pdf")
+    assert list(tmp_path.iterdir()) == []

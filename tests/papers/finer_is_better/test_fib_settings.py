@@ -1,0 +1,188 @@
+"""Paper config: profiles merged and checked, the schema, variants as quantize_blocks options, cell names."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+from snakemake_interface_common.exceptions import WorkflowError
+
+from common.ptq import QuantSpec
+from papers.finer_is_better.settings import (
+    cell_name,
+    cells,
+    check_config,
+    parse_cell,
+    profile_config,
+    quant_spec,
+    variant_options,
+)
+
+PAPER = Path(__file__).resolve().parents[3] / "papers" / "finer_is_better"
+SCHEMA = str(PAPER / "config.schema.yaml")
+PROFILES = ("smoke", "default", "full")
+
+
+@pytest.fixture
+def raw():
+    return yaml.safe_load((PAPER / "config.yaml").read_text())["finer_is_better"]
+
+
+def test_profiles_are_the_configured_ones(raw):
+    assert tuple(raw["profiles"]) == PROFILES
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_passes_the_checks_and_the_schema(raw, profile):
+    validate(copy.deepcopy(raw), SCHEMA)
+    config = profile_config(raw, profile)
+    assert "profiles" not in config
+    validate(copy.deepcopy(config), SCHEMA)
+    assert "profiles" in raw  # the raw config is left intact
+
+
+def test_profile_overrides_merge_into_the_rest(raw):
+    kept = copy.deepcopy(raw)
+    smoke = profile_config(raw, "smoke")
+    assert smoke["numerical"]["block_sizes"] == [4, 8, 16, 32]
+    assert smoke["numerical"]["samples"] == 1048576  # not overridden: from the base
+    assert smoke["numerical"]["sigma"] == {"low": 1.0e-5, "high": 1.0, "points": 41}
+    assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 8192)
+    assert smoke["model"]["cells"]["ue5m3"] == ["four_over_six"]
+    assert smoke["claims"] == raw["claims"]
+    full = profile_config(raw, "full")
+    assert (full["model"]["external"], full["model"]["window"], full["model"]["batch_size"]) == (["smollm2"], 2048, 1)
+    assert full["numerical"] == raw["numerical"]
+    default = profile_config(raw, "default")
+    assert default == {k: v for k, v in raw.items() if k != "profiles"}
+    assert raw == kept
+
+
+def test_cells_in_config_order(raw):
+    smoke = profile_config(raw, "smoke")
+    numerical = cells(smoke, "numerical")
+    assert len(numerical) == 7 * 4
+    assert numerical[:5] == ["e2m1-ue4m3-b4-absmax", "e2m1-ue4m3-b8-absmax", "e2m1-ue4m3-b16-absmax",
+                             "e2m1-ue4m3-b32-absmax", "e2m1-ue4m3-b4-prevent_zero"]
+    assert numerical[-1] == "e2m1-ue5m3-b32-four_over_six"
+    assert len(cells(profile_config(raw, "default"), "model")) == 8 * 7
+
+
+def test_unknown_profile(raw):
+    with pytest.raises(ValueError, match=r"finer_is_better: unknown profile 'huge'; configured: smoke, default, full"):
+        profile_config(raw, "huge")
+
+
+def test_unknown_variant_in_cells_is_named(raw):
+    raw["model"]["cells"]["ue4m3"].append("best_scale")
+    with pytest.raises(ValueError, match=r"finer_is_better\.model\.cells\.ue4m3: unknown variant 'best_scale'; "
+                                         r"defined variants: absmax, prevent_zero"):
+        profile_config(raw, "default")
+    # the smoke profile replaces the model cells, so the bad entry does not reach it
+    assert "best_scale" not in profile_config(raw, "smoke")["model"]["cells"]["ue4m3"]
+
+
+def test_unknown_variant_in_a_profile_is_named(raw):
+    raw["profiles"]["smoke"]["numerical"]["cells"]["ue5m3"] = ["four_over_ten"]
+    with pytest.raises(ValueError, match=r"numerical\.cells\.ue5m3: unknown variant 'four_over_ten'"):
+        profile_config(raw, "smoke")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c.update(element="e9m9"), r"unknown element format \(finer_is_better\.element\) 'e9m9'"),
+    (lambda c: c["numerical"]["cells"].update(ue9m9=["absmax"]),
+     r"unknown scale format \(finer_is_better\.numerical\.cells\) 'ue9m9'"),
+    (lambda c: c["numerical"]["sigma"].update(low=2.0),
+     r"finer_is_better\.numerical\.sigma: low 2\.0 must be below high 1\.0"),
+    (lambda c: c["model"].update(stride=512), r"finer_is_better\.model\.stride 512 exceeds window 256"),
+])
+def test_check_config_names_the_offending_value(raw, edit, message):
+    config = {k: v for k, v in raw.items() if k != "profiles"}
+    edit(config)
+    with pytest.raises(ValueError, match=message):
+        check_config(config)
+
+
+def test_a_profile_that_breaks_a_check_is_refused(raw):
+    raw["profiles"]["smoke"]["model"]["window"] = 64  # stride stays 128
+    with pytest.raises(ValueError, match=r"model\.stride 128 exceeds window 64"):
+        profile_config(raw, "smoke")
+
+
+@pytest.mark.parametrize("where", ["raw", "profile", "merged"])
+def test_schema_names_a_misspelt_key(raw, where):
+    if where == "raw":
+        raw["numerical"]["sampels"] = 4096
+        data = raw
+    elif where == "profile":
+        raw["profiles"]["smoke"]["numerical"]["sampels"] = 4096
+        data = raw
+    else:
+        data = profile_config(raw, "smoke")
+        data["numerical"]["sampels"] = 4096
+    with pytest.raises(WorkflowError, match=r"'sampels' was unexpected"):
+        validate(data, SCHEMA)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c["numerical"].update(samples=5000), r"5000 is not a multiple of 4096"),
+    (lambda c: c["variants"].update(best={"rule": "oracle"}), r"'oracle' is not one of"),
+    (lambda c: c["claims"].pop("gap_tolerance"), r"'gap_tolerance' is a required property"),
+])
+def test_schema_refuses_bad_values(raw, edit, message):
+    edit(raw)
+    with pytest.raises(WorkflowError, match=message):
+        validate(raw, SCHEMA)
+
+
+@pytest.mark.parametrize(("cell", "parts"), [
+    ("e2m1-ue4m3-b4-four_over_six", {"element": "e2m1", "scale": "ue4m3", "block_size": 4,
+                                     "variant": "four_over_six"}),
+    ("e2m1-ue5m3-b256-absmax", {"element": "e2m1", "scale": "ue5m3", "block_size": 256, "variant": "absmax"}),
+    ("int4-e8m0-b32-hierarchical_four_over_six", {"element": "int4", "scale": "e8m0", "block_size": 32,
+                                                  "variant": "hierarchical_four_over_six"}),
+])
+def test_parse_cell_and_cell_name_round_trip(cell, parts):
+    assert parse_cell(cell) == parts
+    assert cell_name(parts["element"], parts["scale"], parts["block_size"], parts["variant"]) == cell
+
+
+@pytest.mark.parametrize("name", [
+    "e2m1-ue4m3-4-absmax", "e2m1-ue4m3-b4", "E2M1-ue4m3-b4-absmax", "e2m1-ue4m3-b4-abs-max", "e2m1_ue4m3-b4-absmax",
+    "e2m1-ue4m3-bx-absmax", "", "unquantized", " e2m1-ue4m3-b4-absmax",
+])
+def test_malformed_cell_names(name):
+    with pytest.raises(ValueError, match=rf"cell name {name!r} is not <element>-<scale>-b<block>-<variant>"):
+        parse_cell(name)
+
+
+def test_trailing_newline_is_malformed():
+    with pytest.raises(ValueError, match=r"is not <element>"):
+        parse_cell("e2m1-ue4m3-b4-absmax\n")
+
+
+def test_variant_options(raw):
+    config = profile_config(raw, "default")
+    assert variant_options(config, "hierarchical") == {"rule": "absmax", "prevent_zero": False,
+                                                       "global_scale": "row", "global_target": 448.0}
+    assert variant_options(config, "hierarchical_four_over_six")["rule"] == "four_over_six"
+    assert variant_options(config, "four_over_six_pz") == {"rule": "four_over_six", "prevent_zero": True}
+    assert variant_options(config, "absmax") == {"rule": "absmax", "prevent_zero": False}
+    config["hierarchical_target"] = 6 * 448
+    assert variant_options(config, "hierarchical")["global_target"] == 2688.0
+    with pytest.raises(ValueError, match=r"unknown variant 'oracle'; defined variants: absmax, prevent_zero"):
+        variant_options(config, "oracle")
+
+
+def test_quant_spec(raw):
+    config = profile_config(raw, "default")
+    assert quant_spec(config, "e2m1-ue4m3-b8-hierarchical_four_over_six") == QuantSpec(
+        "e2m1", "ue4m3", 8, "four_over_six", False, "row", (), 448.0)
+    assert quant_spec(config, "e2m1-ue5m3-b4-prevent_zero") == QuantSpec("e2m1", "ue5m3", 4, "absmax", True)
+    with pytest.raises(ValueError, match=r"unknown variant 'oracle'"):
+        quant_spec(config, "e2m1-ue4m3-b4-oracle")
+    with pytest.raises(ValueError, match=r"unknown format 'ue9m9'"):
+        quant_spec(config, "e2m1-ue9m9-b4-absmax")
+    with pytest.raises(ValueError, match=r"cell name 'e2m1-ue4m3-b4' is not"):
+        quant_spec(config, "e2m1-ue4m3-b4")

@@ -1,0 +1,139 @@
+"""``python -m common.report render|pdf|index`` in-process: offline HTML, LaTeX, verifiable SHA256SUMS, errors."""
+
+import hashlib
+import json
+import re
+import shutil
+
+import matplotlib
+import pytest
+
+from common.report import Claim, provenance, verdict, verify_sha256sums
+from common.report.__main__ import main, verdict_summary
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+PNG_MAGIC = "iVBORw0KGgo"  # base64 of the PNG signature
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A repository-like folder as cwd: a figure (PNG + PDF), an artifact and a context under ``results/``."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "reports").mkdir()
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1], [1, 0])
+    fig.savefig("results/fig.png", dpi=20)
+    fig.savefig("results/fig.pdf")
+    plt.close(fig)
+    (tmp_path / "results" / "summary.json").write_text('{"mse": 0.25}\n')
+    claims = [Claim("c1", "finer is better", "yes", "0.2 < 0.3", verdict([True]), "a < b", ("results/summary.json",)),
+              Claim("c2", "a U-shape", "yes", "monotone", verdict([False]), "rule", ()),
+              Claim("c3", "ue5m3 comparable", "yes", "one of two", verdict([True, False]), "rule", ())]
+    context = {
+        "paper": {"key": "demo", "title": "Demo & paper", "citation": "A. Author 2026", "question": "Finer?",
+                  "method": "Blocks."},
+        "figures": [{"id": "mse", "caption": "MSE vs sigma", "png": "results/fig.png", "pdf": "results/fig.pdf"}],
+        "tables": [{"caption": "Gaps", "columns": ["block", "gap"], "rows": [[4, "0.270"], [8, "0.300"]]}],
+        "claims": [c.to_dict() for c in claims],
+        "provenance": provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"mse": 0.5}, root=tmp_path),
+        "rerun": [{"cell": "b4", "command": "snakemake results/demo/b4.json"}],
+        "artifacts": ["results/fig.png", "results/fig.pdf", "results/summary.json"],
+    }
+    (tmp_path / "results" / "context.json").write_text(json.dumps(context))
+    return tmp_path
+
+
+RENDER = ["render", "--context", "results/context.json", "--html", "reports/demo.html", "--tex", "reports/demo.tex",
+          "--sums", "reports/demo.SHA256SUMS"]
+
+
+def test_render_writes_offline_html_latex_and_sums(workdir):
+    assert main(RENDER) == 0
+    html = (workdir / "reports" / "demo.html").read_text()
+    assert 'src="http' not in html
+    assert 'href="http' not in html
+    images = re.findall(r'<img src="([^"]*)"', html)
+    assert len(images) == 1
+    assert images[0].startswith("data:image/png;base64," + PNG_MAGIC)
+    assert "Demo &amp; paper" in html
+    assert html.count('class="verdict-') == 3
+    tex = (workdir / "reports" / "demo.tex").read_text()
+    assert r"Demo \& paper" in tex
+    assert "{../results/fig.pdf}" in tex  # relative to the .tex folder
+
+
+def test_sums_cover_artifacts_context_html_and_tex(workdir):
+    assert main(RENDER) == 0
+    lines = (workdir / "reports" / "demo.SHA256SUMS").read_text().splitlines()
+    names = [line.split("  ", 1)[1] for line in lines]
+    assert names == sorted(["results/fig.png", "results/fig.pdf", "results/summary.json", "results/context.json",
+                            "reports/demo.html", "reports/demo.tex"])
+    assert lines[names.index("results/summary.json")].split("  ")[0] == hashlib.sha256(b'{"mse": 0.25}\n').hexdigest()
+    assert verify_sha256sums("reports/demo.SHA256SUMS") == []
+    (workdir / "results" / "summary.json").write_text("{}")
+    assert verify_sha256sums("reports/demo.SHA256SUMS") == ["results/summary.json"]
+
+
+@pytest.mark.parametrize("key", ["paper", "figures", "tables", "claims", "provenance", "rerun", "artifacts"])
+def test_context_missing_a_key_exits_2_naming_it(workdir, key, capsys):
+    context = json.loads((workdir / "results" / "context.json").read_text())
+    del context[key]
+    (workdir / "results" / "context.json").write_text(json.dumps(context))
+    assert main(RENDER) == 2
+    assert f"context 'results/context.json' has no '{key}'" in capsys.readouterr().err
+    assert not (workdir / "reports" / "demo.html").exists()
+    assert not (workdir / "reports" / "demo.SHA256SUMS").exists()
+
+
+def test_missing_artifact_exits_2_naming_it(workdir, capsys):
+    context = json.loads((workdir / "results" / "context.json").read_text())
+    context["artifacts"].append("results/gone.json")
+    (workdir / "results" / "context.json").write_text(json.dumps(context))
+    assert main(RENDER) == 2
+    assert "cannot checksum 'results/gone.json'" in capsys.readouterr().err
+    assert not (workdir / "reports" / "demo.SHA256SUMS").exists()
+
+
+def test_index_links_relative_with_verdict_counts(workdir):
+    assert main(RENDER) == 0
+    (workdir / "site").mkdir()
+    assert main(["index", "--contexts", "results/context.json", "--reports", "reports/demo.html",
+                 "--out", "site/index.html"]) == 0
+    index = (workdir / "site" / "index.html").read_text()
+    assert re.findall(r'href="([^"]*)"', index) == ["../reports/demo.html"]
+    assert "Demo &amp; paper</a> — 3 claims: 1 reproduced, 1 partly, 1 not reproduced" in index
+
+
+def test_index_without_reports_and_mismatched_lists(workdir, capsys):
+    assert main(["index", "--out", "reports/index.html"]) == 0
+    assert "make reports" in (workdir / "reports" / "index.html").read_text()
+    # one context, two reports: refused with both counts named, nothing is written
+    assert main(["index", "--contexts", "results/context.json", "--reports", "a.html", "b.html",
+                 "--out", "site.html"]) == 2
+    assert "--contexts and --reports must pair up: 1 contexts, 2 reports" in capsys.readouterr().err
+    assert not (workdir / "site.html").exists()
+
+
+def test_verdict_summary_orders_by_verdict_and_skips_zero_counts():
+    claims = [{"verdict": v} for v in ["not testable at this scale", "reproduced", "reproduced", "partly"]]
+    assert verdict_summary(claims) == "2 reproduced, 1 partly, 1 not testable at this scale"
+    assert verdict_summary([]) == ""
+
+
+def test_pdf_without_latexmk_exits_2_naming_it(workdir, monkeypatch, capsys):
+    assert main(RENDER) == 0
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["pdf", "--tex", "reports/demo.tex"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: latexmk is not installed")
+    assert not (workdir / "reports" / "demo.pdf").exists()
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["publish"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'publish'" in capsys.readouterr().err
