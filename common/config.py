@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,3 +16,23 @@ def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
         nested = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
         out[key] = merged(out[key], value) if nested else copy.deepcopy(value)
     return out
+
+
+def json_object(text: str, flag: str = "--config-json") -> dict[str, Any]:
+    """Parse a command-line JSON object (ValueError naming ``flag`` and the start of the text otherwise)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{flag} is not valid JSON ({err.msg}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{flag} must be a JSON object, got {text[:80]!r}")
+    return value
+
+
+def active_profile(section: Mapping[str, Any], profile: str, name: str) -> dict[str, Any]:
+    """A paper's config section with its ``profiles[profile]`` overrides merged in (and ``profiles`` dropped);
+    ValueError naming an unknown profile."""
+    profiles = section.get("profiles", {})
+    if profile not in profiles:
+        raise ValueError(f"{name}: unknown profile {profile!r}; configured: {', '.join(profiles)}")
+    return merged({k: v for k, v in section.items() if k != "profiles"}, profiles[profile] or {})

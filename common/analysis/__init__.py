@@ -1,5 +1,16 @@
 """Analyses shared by the papers: Monte Carlo block-quantization error (and, later, Hessian spectra)."""
 
 from .mse import block_mse, block_stats, mse_sweep, sigma_grid, standard_normal
+from .weights import fit_sigma, linear_weights, tensor_block_mse, weight_study
 
-__all__ = ["block_mse", "block_stats", "mse_sweep", "sigma_grid", "standard_normal"]
+__all__ = [
+    "block_mse",
+    "block_stats",
+    "fit_sigma",
+    "linear_weights",
+    "mse_sweep",
+    "sigma_grid",
+    "standard_normal",
+    "tensor_block_mse",
+    "weight_study",
+]

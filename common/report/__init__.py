@@ -2,21 +2,25 @@
 
 from .checksums import verify_sha256sums, write_sha256sums
 from .claims import VERDICTS, Claim, verdict
+from .context import assemble, figure_entries, rerun_entries
 from .provenance import config_hash, git_state, provenance
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
 
 __all__ = [
     "VERDICTS",
     "Claim",
+    "assemble",
     "build_pdf",
     "config_hash",
     "data_uri",
+    "figure_entries",
     "git_state",
     "latex_escape",
     "provenance",
     "render_html",
     "render_index",
     "render_latex",
+    "rerun_entries",
     "verdict",
     "verify_sha256sums",
     "write_sha256sums",

@@ -5,24 +5,14 @@ step depends on (the rule passes only that part, so a change elsewhere reruns no
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.config import json_object
 from common.io import read_json, write_json
-
-
-def _config(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--config-json is not valid JSON ({err.msg}): {text[:80]!r}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"--config-json must be a JSON object, got {text[:80]!r}")
-    return value
 
 
 def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -32,7 +22,7 @@ def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
 def mse_cell(args: argparse.Namespace) -> None:
     from .numerical import numerical_cell
 
-    write_json(args.out, numerical_cell(_config(args.config_json), args.cell))
+    write_json(args.out, numerical_cell(json_object(args.config_json), args.cell))
 
 
 def ptq_cell(args: argparse.Namespace) -> None:
@@ -41,13 +31,13 @@ def ptq_cell(args: argparse.Namespace) -> None:
     for flag, path in (("--model", args.model), ("--split", args.split)):
         if not Path(path).exists():
             raise ValueError(f"{flag} {path!r} does not exist")
-    write_json(args.out, model_cell(_config(args.config_json), args.cell, args.model, args.split))
+    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split))
 
 
 def mse_summary(args: argparse.Namespace) -> None:
     from .numerical import summary
 
-    write_json(args.out, summary(_read(args.cells), _config(args.config_json)))
+    write_json(args.out, summary(_read(args.cells), json_object(args.config_json)))
 
 
 def gap_summary(args: argparse.Namespace) -> None:
@@ -72,17 +62,19 @@ def figure(args: argparse.Namespace) -> None:
 def claims(args: argparse.Namespace) -> None:
     from .claims import model_claims, numerical_claims
 
-    thresholds = _config(args.config_json)
+    thresholds = json_object(args.config_json)
     rows = numerical_claims(read_json(args.numerical), thresholds, args.numerical)
     rows += model_claims(_read(args.models), thresholds, args.models)
     write_json(args.out, [c.to_dict() for c in rows])
 
 
 def context(args: argparse.Namespace) -> None:
+    from common.report import figure_entries
+
     from .context import build_context
     from .figures import caption
 
-    config = _config(args.config_json)
+    config = json_object(args.config_json)
     numerical, models = read_json(args.numerical), _read(args.models)
     stages = {"numerical study (cells)": numerical["wall_time_s"]}
     stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
@@ -90,10 +82,8 @@ def context(args: argparse.Namespace) -> None:
         seconds = read_json(path).get("training", {}).get("seconds")
         if seconds is not None:
             stages[f"pretraining {Path(path).parent.name}"] = seconds
-    figures = [{"id": Path(png).stem, "caption": caption(Path(png).stem), "png": png,
-                "pdf": str(Path(png).with_suffix(".pdf"))} for png in args.figures]
-    cited = [*args.cited, args.numerical, *args.models, args.claims, *args.figures,
-             *(f["pdf"] for f in figures)]
+    figures = figure_entries(args.figures, caption)
+    cited = [*args.cited, args.numerical, *args.models, args.claims]
     write_json(args.out, build_context(
         config=config, profile=args.profile, numerical=numerical, models=models, claims=read_json(args.claims),
         figures=figures, artifacts=cited, rerun_examples=args.rerun_example,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from common.report import Claim, provenance
+from common.report import assemble, provenance, rerun_entries
 
-from .numerical import REFERENCE_SCALE, curves, reference_sigmas, table_from_summary
+from .numerical import curves, reference_sigmas, table_from_summary
 
 KEY = "finer_is_better"
 PAPER = {
@@ -30,11 +30,6 @@ PAPER = {
               "detected from the data by the rules in the tables; verdicts are computed by the rules in the "
               "claims table.",
 }
-
-
-def figure_entries(figures: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
-    """Figures as the renderer wants them: ``id``, ``caption``, ``png``, ``pdf``."""
-    return [{"id": f["id"], "caption": f["caption"], "png": f["png"], "pdf": f["pdf"]} for f in figures]
 
 
 def regions_table(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,28 +65,14 @@ def gap_table(summary: Mapping[str, Any]) -> dict[str, Any]:
                      for scale, variant in wide.index]}
 
 
-def rerun_entries(profile: str, examples: Sequence[str]) -> list[dict[str, str]]:
-    snake = f"snakemake --profile workflow/profiles/{profile}"
-    entries = [{"cell": "the whole report", "command": f"{snake} reports/{KEY}.html"}]
-    entries += [{"cell": target.rsplit("/", 1)[-1], "command": f"{snake} {target}"} for target in examples]
-    entries.append({"cell": "verify the artifacts", "command": f"sha256sum -c reports/{KEY}.SHA256SUMS"})
-    return entries
-
-
 def build_context(*, config: Mapping[str, Any], profile: str, numerical: Mapping[str, Any],
                   models: Sequence[Mapping[str, Any]], claims: Sequence[Mapping[str, Any]],
                   figures: Sequence[Mapping[str, str]], artifacts: Sequence[str], rerun_examples: Sequence[str],
                   seeds: Mapping[str, int], stage_seconds: Mapping[str, float]) -> dict[str, Any]:
     """The full context (``artifacts``: every file the report cites, for ``SHA256SUMS``)."""
-    for claim in claims:
-        Claim(**{**claim, "evidence": tuple(claim["evidence"])})  # re-validates each verdict
-    return {
-        "paper": PAPER,
-        "figures": figure_entries(figures),
-        "tables": [regions_table(numerical), mse_table(numerical), *(gap_table(m) for m in models)],
-        "claims": list(claims),
-        "provenance": provenance({"paper": config, "profile": profile}, seeds=seeds, stage_seconds=stage_seconds),
-        "rerun": rerun_entries(profile, rerun_examples),
-        "artifacts": sorted(set(artifacts)),
-        "reference_scale": REFERENCE_SCALE,
-    }
+    return assemble(paper=PAPER, figures=figures,
+                    tables=[regions_table(numerical), mse_table(numerical), *(gap_table(m) for m in models)],
+                    claims=claims,
+                    provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
+                                          stage_seconds=stage_seconds),
+                    rerun=rerun_entries(KEY, profile, rerun_examples), artifacts=artifacts)

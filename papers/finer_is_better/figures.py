@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from common.io import atomic_path
+from common.report.figures import save_figure
 
 from .claims import HEURISTICS
 from .numerical import curves, table_from_summary
@@ -20,15 +20,6 @@ from .numerical import curves, table_from_summary
 REGION_STYLE = {"A": ("#d62728", "Region A (scale underflow)"),
                 "B": ("#1f77b4", "Region B (reversal with prevent-zero)")}
 Path = str | os.PathLike[str]
-
-
-def save(fig: plt.Figure, png: Path, pdf: Path) -> None:
-    """Write ``fig`` to ``png`` and ``pdf`` atomically (no timestamps: same data, same bytes) and close it."""
-    for path, metadata in ((png, {"Software": None}), (pdf, {"CreationDate": None, "Producer": None})):
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=os.fspath(path).rsplit(".", 1)[-1], dpi=150, bbox_inches="tight",
-                        metadata=metadata)
-    plt.close(fig)
 
 
 def shade_regions(ax: plt.Axes, regions: Mapping[str, Any], grid: list[float]) -> None:
@@ -41,7 +32,7 @@ def shade_regions(ax: plt.Axes, regions: Mapping[str, Any], grid: list[float]) -
 
 def mse_figure(summary: Mapping[str, Any], scale: str, variant: str, png: Path, pdf: Path) -> None:
     """:func:`plot_mse` saved as ``png`` and ``pdf``."""
-    save(plot_mse(summary, scale, variant), png, pdf)
+    save_figure(plot_mse(summary, scale, variant), png, pdf)
 
 
 def plot_mse(summary: Mapping[str, Any], scale: str, variant: str) -> plt.Figure:
@@ -61,7 +52,7 @@ def plot_mse(summary: Mapping[str, Any], scale: str, variant: str) -> plt.Figure
 
 def brute_force_ratio_figure(summary: Mapping[str, Any], scale: str, png: Path, pdf: Path) -> None:
     """:func:`plot_brute_force_ratio` saved as ``png`` and ``pdf``."""
-    save(plot_brute_force_ratio(summary, scale), png, pdf)
+    save_figure(plot_brute_force_ratio(summary, scale), png, pdf)
 
 
 def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure:
@@ -83,7 +74,7 @@ def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure
 
 def gap_figure(summary: Mapping[str, Any], png: Path, pdf: Path) -> None:
     """:func:`plot_gap` saved as ``png`` and ``pdf``."""
-    save(plot_gap(summary), png, pdf)
+    save_figure(plot_gap(summary), png, pdf)
 
 
 def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from common.config import merged
+from common.config import active_profile
 from common.formats import FORMATS
 from common.ptq import QuantSpec
 from common.registry import lookup
@@ -31,10 +31,7 @@ CELL = re.compile(r"^(?P<element>[a-z0-9]+)-(?P<scale>[a-z0-9]+)-b(?P<block>[0-9
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
     """The paper config of ``profile`` (its ``profiles`` entry merged over the rest), checked."""
-    profiles = config.get("profiles", {})
-    if profile not in profiles:
-        raise ValueError(f"finer_is_better: unknown profile {profile!r}; configured: {', '.join(profiles)}")
-    active = merged({k: v for k, v in config.items() if k != "profiles"}, profiles[profile] or {})
+    active = active_profile(config, profile, "finer_is_better")
     check_config(active)
     return active
 

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 from common.report import verify_sha256sums
 from common.report.__main__ import main as report_main
 from papers.finer_is_better.claims import model_claims, numerical_claims
-from papers.finer_is_better.context import build_context, gap_table, mse_table, regions_table, rerun_entries
+from papers.finer_is_better.context import build_context, gap_table, mse_table, regions_table
 from papers.finer_is_better.figures import caption, mse_figure
 from papers.finer_is_better.numerical import summary
 
@@ -57,16 +57,6 @@ def test_mse_table_at_reference_sigmas(planted):
     assert table["rows"][0] == ["UE4M3", "absmax", "1e-05", "3e+10", "2e+10", "4e+10"]
     assert table["rows"][1] == ["UE4M3", "absmax", "1", "1", "2", "4"]
 
-
-def test_rerun_entries():
-    entries = rerun_entries("smoke", ["results/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"])
-    assert entries == [
-        {"cell": "the whole report", "command": "snakemake --profile workflow/profiles/smoke "
-                                                "reports/finer_is_better.html"},
-        {"cell": "e2m1-ue4m3-b4-absmax.json", "command": "snakemake --profile workflow/profiles/smoke "
-                                                         "results/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"},
-        {"cell": "verify the artifacts", "command": "sha256sum -c reports/finer_is_better.SHA256SUMS"},
-    ]
 
 
 def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):

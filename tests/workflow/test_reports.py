@@ -1,0 +1,111 @@
+"""End to end, every report of the session's smoke build (``conftest.py``): the HTML is self-contained (no
+network address in any src/href, figures embedded), every claim row carries a computed verdict, the checksums
+verify, the index links it, Snakemake's workflow report works offline, and the paper's exploration notebook
+executes headless against the artifacts."""
+
+import json
+import re
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from common.report import VERDICTS
+
+pytestmark = pytest.mark.slow
+PAPERS = sorted(p.parent.name for p in (Path(__file__).resolve().parents[2] / "papers").glob("*/rules.smk"))
+
+
+class Page(HTMLParser):
+    """The src/href attributes and the table rows of an HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[tuple[str, str, str]] = []
+        self.rows: list[list[str]] = []
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        self.urls += [(tag, name, value or "") for name, value in attrs if name in ("src", "href")]
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def page(copy: Path, paper: str) -> Page:
+    parser = Page()
+    parser.feed((copy / f"reports/{paper}.html").read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_html_is_self_contained_with_embedded_figures(smoke_build, paper):
+    parsed = page(smoke_build, paper)
+    external = [u for u in parsed.urls if re.match(r"^\s*(https?:)?//", u[2], re.IGNORECASE)]
+    assert external == []
+    images = [value for tag, name, value in parsed.urls if tag == "img"]
+    context = json.loads((smoke_build / f"results/{paper}/report/context.json").read_text())
+    assert len(images) == len(context["figures"]) >= 5
+    assert all(value.startswith("data:image/png;base64,") for value in images)
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_claim_row_has_a_computed_verdict(smoke_build, paper):
+    claims = json.loads((smoke_build / f"results/{paper}/claims.json").read_text())
+    assert len(claims) >= 5
+    rows = page(smoke_build, paper).rows
+    header = next(row for row in rows if row[:1] == ["Claim"])
+    verdict_column = header.index("Verdict")
+    body = rows[rows.index(header) + 1: rows.index(header) + 1 + len(claims)]
+    assert [row[verdict_column] for row in body] == [c["verdict"] for c in claims]
+    assert all(c["verdict"] in VERDICTS and c["rule"] for c in claims)
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_checksums_verify_and_cover_the_report(smoke_build, paper):
+    check = subprocess.run(["sha256sum", "-c", f"reports/{paper}.SHA256SUMS"], cwd=smoke_build,
+                           capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout[-2000:]
+    listed = {line.split("  ", 1)[1] for line in (smoke_build / f"reports/{paper}.SHA256SUMS").read_text().splitlines()}
+    assert {f"reports/{paper}.html", f"reports/{paper}.tex", f"results/{paper}/claims.json"} <= listed
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_index_links_the_report(smoke_build, paper):
+    assert f'href="{paper}.html"' in (smoke_build / "reports/index.html").read_text()
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_notebook_executes_headless(smoke_build, paper):
+    notebook = nbformat.read(smoke_build / f"papers/{paper}/explore.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(smoke_build)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_snakemake_workflow_report_is_offline(smoke_build, run_snakemake, paper):
+    out = smoke_build / f"reports/{paper}-workflow.html"
+    done = run_snakemake(smoke_build, f"reports/{paper}.html", "--report", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    html = out.read_text(encoding="utf-8")
+    assert re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.IGNORECASE) is None
