@@ -5,7 +5,8 @@ with ``seed``; the same ``z`` for every sigma, rule and block size, so curves di
 arranges them as rows of 4096 values (block sizes divide 4096; a ``global_scale="row"`` scale is per row of
 4096), runs ``common.scaling.quantize_blocks`` and returns
 
-* ``mse = mean((x - Q(x))^2)``, accumulated in float64, and ``relative_mse = mse / sigma^2``;
+* ``mse = mean((x - Q(x))^2)``, accumulated in float64, ``relative_mse = mse / sigma^2``, and
+  ``mse_standard_error = std((x - Q(x))^2) / sqrt(samples)`` (the Monte Carlo standard error of ``mse``);
 * ``zero_scale_fraction``: the fraction of blocks whose scale is 0 (the whole block flushed to zero: the scale
   underflow of abs-max, Region A of *Finer is Better*);
 * ``floor_scale_fraction``: the fraction of blocks whose scale is 0 or the scale format's smallest positive
@@ -44,7 +45,8 @@ def block_stats(sigma: float, block_size: int, *, elem: str = "e2m1", scale: str
                 prevent_zero: bool = False, global_scale: str | None = None, global_target: float | None = None,
                 samples: int = 1 << 20, seed: int = 0, z: torch.Tensor | None = None,
                 **rule_options: Any) -> dict[str, float]:
-    """``{"sigma", "mse", "relative_mse", "zero_scale_fraction", "floor_scale_fraction"}`` at one sigma (module
+    """``{"sigma", "mse", "relative_mse", "mse_standard_error", "zero_scale_fraction", "floor_scale_fraction"}``
+    at one sigma (module
     docstring); ``z`` reuses a standard-normal draw."""
     if ROW % block_size:
         raise ValueError(f"block_size must divide {ROW}, got {block_size}")
@@ -54,8 +56,10 @@ def block_stats(sigma: float, block_size: int, *, elem: str = "e2m1", scale: str
     q, scales = quantize_blocks(x, elem, scale, block_size, rule, prevent_zero=prevent_zero,
                                 global_scale=global_scale, global_target=global_target, return_scales=True,
                                 **rule_options)
-    mse = float(((x - q).double() ** 2).mean())
+    squared = (x - q).double() ** 2
+    mse = float(squared.mean())
     return {"sigma": float(sigma), "mse": mse, "relative_mse": mse / float(sigma) ** 2,
+            "mse_standard_error": float(squared.std(correction=0)) / squared.numel() ** 0.5,
             "zero_scale_fraction": float((scales.block == 0).double().mean()),
             "floor_scale_fraction": float((scales.block <= get_format(scale).min_subnormal).double().mean())}
 

@@ -1,6 +1,4 @@
 # Base models: the embedded Llama models pretrained from scratch, and converted external checkpoints.
-wildcard_constraints:
-    model="|".join(CFG["base_models"]),
 
 
 rule pretrain_base_model:
@@ -14,6 +12,8 @@ rule pretrain_base_model:
         directory("results/models/base/{model}"),
     log:
         "results/runs/base/{model}/stderr.log",
+    wildcard_constraints:
+        model="|".join(CFG["base_models"]),
     conda:
         CONDA_ENV
     threads: 2

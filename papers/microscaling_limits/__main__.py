@@ -1,0 +1,166 @@
+"""``python -m papers.microscaling_limits <step>``: the thin steps the Snakemake rules run (read inputs, call the
+package, write the output atomically). ``--config-json`` is the part of the paper's config the step depends on."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.config import json_object
+from common.io import read_json, write_json
+
+
+def theory(args: argparse.Namespace) -> None:
+    from .curves import theory_cell
+
+    write_json(args.out, theory_cell(json_object(args.config_json), args.scale, args.rule))
+
+
+def simulation(args: argparse.Namespace) -> None:
+    from .curves import simulation_cell
+
+    write_json(args.out, simulation_cell(json_object(args.config_json), args.scale, args.block, args.rule))
+
+
+def validation(args: argparse.Namespace) -> None:
+    from .curves import validation as validate
+
+    write_json(args.out, validate(json_object(args.config_json), [read_json(p) for p in args.cells]))
+
+
+def tensors(args: argparse.Namespace) -> None:
+    from common.analysis import linear_weights
+    from common.models import load_causal_lm, load_minilm_weights
+
+    from .tensors import tensor_cell
+
+    config = json_object(args.config_json)
+    if args.model == "minilm":
+        weights = linear_weights(load_minilm_weights())
+    elif args.checkpoint is not None and Path(args.checkpoint).is_dir():
+        weights = linear_weights(load_causal_lm(args.checkpoint))
+    else:
+        raise ValueError(f"--checkpoint {args.checkpoint!r} is not a model folder (needed for {args.model!r})")
+    write_json(args.out, tensor_cell(args.model, weights, config, config["scales"]))
+
+
+def ptq_cell(args: argparse.Namespace) -> None:
+    from .model_study import model_cell
+
+    for flag, path in (("--model", args.model), ("--split", args.split)):
+        if not Path(path).exists():
+            raise ValueError(f"{flag} {path!r} does not exist")
+    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split))
+
+
+def gap_summary(args: argparse.Namespace) -> None:
+    from .model_study import gap_summary as build
+
+    write_json(args.out, build(args.model, read_json(args.unquantized), [read_json(p) for p in args.cells]))
+
+
+def figure(args: argparse.Namespace) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")  # files only: never open a window
+    from common.report.figures import save_figure
+
+    from . import figures
+
+    data = [read_json(p) for p in args.inputs]
+    plot = {"theory-vs-simulation": lambda: figures.plot_theory_vs_simulation(data[0], data[1]),
+            "parts": lambda: figures.plot_parts(data[0], args.block),
+            "fit": lambda: figures.plot_fit(data[0]),
+            "crossovers": lambda: figures.plot_crossovers(data[0], data[1:]),
+            "tensors": lambda: figures.plot_tensors(data[0]),
+            "gap": lambda: figures.plot_gap(data[0])}[args.kind]
+    save_figure(plot(), args.png, args.pdf)
+
+
+def claims(args: argparse.Namespace) -> None:
+    from .claims import model_claims, tensor_claims, theory_claims
+
+    thresholds = json_object(args.config_json)
+    checked = read_json(args.validation)
+    tensor_cells = [read_json(p) for p in args.tensors]
+    rows = theory_claims(checked, thresholds, args.validation)
+    rows += tensor_claims(tensor_cells, checked, args.tensors)
+    rows += model_claims([read_json(p) for p in args.models], tensor_cells, checked, thresholds,
+                         [*args.models, *args.tensors])
+    write_json(args.out, [c.to_dict() for c in rows])
+
+
+def context(args: argparse.Namespace) -> None:
+    from common.report import figure_entries
+
+    from .context import build_context
+    from .figures import caption
+
+    config = json_object(args.config_json)
+    checked, tensor_cells = read_json(args.validation), [read_json(p) for p in args.tensors]
+    models = [read_json(p) for p in args.models]
+    stages = {"theory and simulation (cells)": checked["wall_time_s"]}
+    stages |= {f"tensor study, {t['model']}": t["wall_time_s"] for t in tensor_cells}
+    stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
+    for path in args.base_model_metadata:
+        seconds = read_json(path).get("training", {}).get("seconds")
+        if seconds is not None:
+            stages[f"pretraining {Path(path).parent.name}"] = seconds
+    cited = [*args.cited, args.validation, *args.tensors, *args.models, args.claims]
+    write_json(args.out, build_context(
+        config=config, profile=args.profile, validation=checked, tensors=tensor_cells, models=models,
+        claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
+        rerun_examples=args.rerun_example,
+        seeds={"simulation draw": config["simulation"]["seed"], "workflow": args.seed}, stage_seconds=stages))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m papers.microscaling_limits", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, run, help_text: str, *flags: tuple[str, dict]) -> None:
+        p = sub.add_parser(name, help=help_text)
+        for flag, options in flags:
+            p.add_argument(flag, **options)
+        p.set_defaults(run=run)
+
+    req = {"required": True}
+    many = {"nargs": "+", "required": True}
+    command("theory", theory, "theory curves of one (scale, rule)", ("--config-json", req), ("--scale", req),
+            ("--rule", req), ("--out", req))
+    command("simulation", simulation, "Monte Carlo curve of one (scale, block, rule)", ("--config-json", req),
+            ("--scale", req), ("--block", {"type": int, "required": True}), ("--rule", req), ("--out", req))
+    command("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
+            ("--config-json", req), ("--cells", many), ("--out", req))
+    command("tensors", tensors, "measured vs predicted MSE of a model's weight tensors", ("--config-json", req),
+            ("--model", req), ("--checkpoint", {}), ("--out", req))
+    command("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell", ("--config-json", req),
+            ("--cell", req), ("--model", req), ("--split", req), ("--out", req))
+    command("gap-summary", gap_summary, "one model's perplexity gaps", ("--model", req), ("--unquantized", req),
+            ("--cells", many), ("--out", req))
+    command("figure", figure, "one figure as PNG and PDF",
+            ("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap"]}),
+            ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req))
+    command("claims", claims, "the claims table", ("--config-json", req), ("--validation", req),
+            ("--tensors", many), ("--models", many), ("--out", req))
+    command("context", context, "the report context", ("--config-json", req), ("--profile", req),
+            ("--seed", {"type": int, "required": True}), ("--validation", req), ("--tensors", many),
+            ("--models", many), ("--claims", req), ("--figures", many), ("--cited", {"nargs": "*", "default": []}),
+            ("--base-model-metadata", {"nargs": "*", "default": []}),
+            ("--rerun-example", {"nargs": "*", "default": []}), ("--out", req))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except (ValueError, KeyError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The paper's figures (seaborn): ``plot_*`` draws one figure from artifacts and returns it (the notebook shows
+it); ``python -m papers.microscaling_limits figure ...`` saves it as PNG and PDF
+(:func:`common.report.figures.save_figure`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+PARTS = ("non_max", "max_element", "zero_blocks")
+
+
+def _theme() -> None:
+    sns.set_theme(style="whitegrid", context="paper")
+
+
+def plot_theory_vs_simulation(theory: Mapping[str, Any], validation: Mapping[str, Any]) -> plt.Figure:
+    """MSE / sigma^2 vs sigma for one scale: theory lines (Normal data) and simulation points, per block size."""
+    scale = theory["scale"]
+    curves = pd.DataFrame(theory["rows"]).query("dist == 'normal'")
+    points = pd.DataFrame(validation["points"]).query("scale == @scale")
+    curves = curves[curves["block_size"].isin(points["block_size"].unique())]
+    _theme()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    blocks = sorted(curves["block_size"].unique())
+    palette = dict(zip(blocks, sns.color_palette("viridis", len(blocks)), strict=True))
+    for n, part in curves.groupby("block_size"):
+        ax.plot(part["sigma"], part["total"] / part["sigma"] ** 2, color=palette[n], label=f"theory, n={n}")
+    for n, part in points.groupby("block_size"):
+        ax.scatter(part["sigma"], part["simulation"] / part["sigma"] ** 2, color=palette[n], s=10, marker="o",
+                   edgecolor="black", linewidth=0.3)
+    ax.set(xscale="log", yscale="log", xlabel=r"$\sigma$", ylabel=r"MSE / $\sigma^2$",
+           title=f"E2M1 with {scale.upper()} scales: theory (lines) vs simulation (points)")
+    ax.legend(fontsize=7, loc="lower left")
+    return fig
+
+
+def plot_parts(theory: Mapping[str, Any], block_size: int) -> plt.Figure:
+    """The three contributions (non-max, max element, zero blocks) of the theory's MSE vs sigma at one block size."""
+    rows = pd.DataFrame(theory["rows"]).query("dist == 'normal' and block_size == @block_size")
+    long = rows.melt(id_vars="sigma", value_vars=list(PARTS), var_name="part", value_name="mse")
+    long["relative"] = long["mse"] / long["sigma"] ** 2
+    _theme()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.lineplot(long, x="sigma", y="relative", hue="part", ax=ax)
+    ax.set(xscale="log", yscale="symlog", xlabel=r"$\sigma$", ylabel=r"contribution / $\sigma^2$",
+           title=f"Where the error comes from: {theory['scale'].upper()}, block {block_size}")
+    ax.set_yscale("symlog", linthresh=1e-4)
+    return fig
+
+
+def plot_fit(validation: Mapping[str, Any]) -> plt.Figure:
+    """Fit quality: theory / simulation - 1 at every simulated point, per scale and block size."""
+    points = pd.DataFrame(validation["points"])
+    points["signed error"] = points["theory"] / points["simulation"] - 1
+    _theme()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.scatterplot(points, x="sigma", y="signed error", hue="block_size", style="scale", palette="viridis", s=14,
+                    ax=ax)
+    ax.set(xscale="log", xlabel=r"$\sigma$", ylabel="theory / simulation - 1",
+           title="; ".join(f"{s.upper()}: chi2 {f['chi2']:.1e}, max |err| {f['max_relative_error']:.2%}"
+                           for s, f in validation["fits"].items()))
+    ax.axhline(0, color="black", lw=0.6)
+    return fig
+
+
+def plot_crossovers(validation: Mapping[str, Any], tensors: Sequence[Mapping[str, Any]]) -> plt.Figure:
+    """The theory's crossover sigma (below it block n is worse than 2n) per block size and scale, with the sigma
+    range of every model's weight tensors."""
+    rows = pd.DataFrame([c for c in validation["crossovers"] if c["sigma"] is not None])
+    _theme()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    if not rows.empty:
+        sns.lineplot(rows, x="block_size", y="sigma", hue="scale", marker="o", ax=ax)
+    for i, cell in enumerate(tensors):
+        stds = [t["std"] for t in cell["tensors"]]
+        ax.axhspan(min(stds), max(stds), alpha=0.12, color=sns.color_palette("Set2")[i % 8],
+                   label=f"{cell['model']} weight sigmas")
+    ax.set(xscale="log", yscale="log", xlabel="block size n", ylabel=r"crossover $\sigma$ (n worse than 2n below)",
+           title="Where finer stops being better")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_tensors(cell: Mapping[str, Any]) -> plt.Figure:
+    """Measured vs predicted MSE of every weight tensor of one model, per scale and block size."""
+    rows = pd.DataFrame(cell["rows"])
+    _theme()
+    fig, ax = plt.subplots(figsize=(5.6, 5.0))
+    sns.scatterplot(rows, x="predicted_mse", y="mse", hue="block_size", style="scale", palette="viridis", s=16, ax=ax)
+    low, high = rows[["mse", "predicted_mse"]].min().min(), rows[["mse", "predicted_mse"]].max().max()
+    ax.plot([low, high], [low, high], color="black", lw=0.6)
+    ax.set(xscale="log", yscale="log", xlabel="theory (Normal with the tensor's sigma)", ylabel="measured MSE",
+           title=f"{cell['model']}: weight tensors, measured vs predicted")
+    ax.legend(fontsize=6)
+    return fig
+
+
+def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
+    """Perplexity gap vs block size per scale variant."""
+    rows = pd.DataFrame(summary["rows"])
+    _theme()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.lineplot(rows, x="block_size", y="gap", hue="variant", marker="o", ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="block size", ylabel="perplexity gap",
+           title=f"{summary['model']}: W+A FP4 (E2M1), unquantized ppl {summary['perplexity']:.2f}")
+    return fig
+
+
+CAPTIONS = {
+    "theory-vs-simulation": "Relative MSE (MSE / sigma^2) vs sigma: the analytic model (lines, Normal data) and "
+                            "Monte Carlo simulation (points, 2^20 samples) for each block size.",
+    "parts": "The three contributions of the theory's MSE (non-max elements, the max element, whole blocks "
+             "rounded to zero) vs sigma.",
+    "fit": "Fit quality: theory / simulation - 1 at every simulated point (chi2 = mean squared difference of "
+           "MSE / sigma^2).",
+    "crossovers": "The theory's crossover sigma below which block n is worse than 2n, per scale format, with the "
+                  "sigma range of each model's weight tensors (shaded).",
+    "tensors": "Every linear weight tensor: measured block MSE vs the theory's prediction from its fitted sigma.",
+    "gap": "Perplexity gap to the unquantized model vs block size with UE4M3, UE4M3-S (per-tensor scale) and UE5M3 "
+           "block scales (weights and activations of every block Linear in E2M1).",
+}
+
+
+def caption(figure_id: str) -> str:
+    """Caption from a figure id ``<kind>[-<detail>]`` (ValueError naming an unknown id)."""
+    for kind, text in sorted(CAPTIONS.items(), key=lambda item: -len(item[0])):
+        if figure_id == kind or figure_id.startswith(kind + "-"):
+            detail = figure_id[len(kind) + 1:]
+            return f"{detail}: {text}" if detail else text
+    raise ValueError(f"unknown figure id {figure_id!r}")
