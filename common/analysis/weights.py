@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from common.formats import get_format
+from common.ptq.select import embedding_ids
 from common.scaling import quantize_blocks
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): MAD * 1.4826 estimates sigma for Normal data
@@ -41,7 +42,7 @@ def linear_weights(source: nn.Module | Mapping[str, torch.Tensor]) -> dict[str, 
     names as the model itself.
     """
     if isinstance(source, nn.Module):
-        skip = _embedding_ids(source)
+        skip = embedding_ids(source)
         found = {f"{name}.weight": module.weight.detach() for name, module in source.named_modules()
                  if isinstance(module, nn.Linear) and id(module) not in skip}
     elif isinstance(source, Mapping):
@@ -55,19 +56,6 @@ def _is_linear_key(name: str, tensor: torch.Tensor) -> bool:
     """The state-dict rule of :func:`linear_weights`."""
     return (name.endswith(".weight") and isinstance(tensor, torch.Tensor) and tensor.dim() == 2
             and "embed" not in name and "lm_head" not in name.split("."))
-
-
-def _embedding_ids(model: nn.Module) -> set[int]:
-    """``id`` of the input and output embedding modules, where the model exposes them."""
-    ids = set()
-    for getter in ("get_input_embeddings", "get_output_embeddings"):
-        try:
-            module = getattr(model, getter)()
-        except (AttributeError, NotImplementedError):
-            continue
-        if module is not None:
-            ids.add(id(module))
-    return ids
 
 
 def fit_sigma(w: torch.Tensor) -> dict[str, float | int]:

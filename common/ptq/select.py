@@ -61,7 +61,7 @@ def select_linears(
     include_re, exclude_re = _compile(include, "include"), None if exclude is None else _compile(exclude, "exclude")
     depth = num_blocks(model)
     first, last = _skips(skip_first, skip_last, skip_proportion, depth)
-    embeddings = _embedding_ids(model)
+    embeddings = embedding_ids(model)
     selected = []
     for name, module in model.named_modules():
         if not isinstance(module, nn.Linear) or not include_re.search(name):
@@ -109,7 +109,7 @@ def _skips(skip_first: int, skip_last: int, skip_proportion: tuple[float, float]
     return first, last
 
 
-def _embedding_ids(model: nn.Module) -> set[int]:
+def embedding_ids(model: nn.Module) -> set[int]:
     """``id`` of the input and output embedding modules, where the model exposes them."""
     ids = set()
     for getter in ("get_input_embeddings", "get_output_embeddings"):

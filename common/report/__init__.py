@@ -3,7 +3,7 @@
 from .checksums import verify_sha256sums, write_sha256sums
 from .claims import VERDICTS, Claim, verdict
 from .context import assemble, figure_entries, rerun_entries
-from .provenance import config_hash, git_state, provenance
+from .provenance import config_hash, git_state, provenance, training_seconds
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "render_index",
     "render_latex",
     "rerun_entries",
+    "training_seconds",
     "verdict",
     "verify_sha256sums",
     "write_sha256sums",

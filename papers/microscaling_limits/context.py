@@ -62,7 +62,8 @@ def tensor_table(cell: Mapping[str, Any]) -> dict[str, Any]:
         prediction_error=("prediction_error", "median"), worst=("prediction_error", "max")).reset_index()
     stds = rows.drop_duplicates("name")["std"]
     inverting = [t["name"] for t in cell["tensors"] if t["inverts"]]
-    return {"caption": f"{cell['model']}: {len(stds)} linear weights, sigma {stds.min():.3g}-{stds.max():.3g}; "
+    source = f" ({cell['source']})" if cell.get("source") else ""
+    return {"caption": f"{cell['model']}{source}: {len(stds)} linear weights, sigma {stds.min():.3g}-{stds.max():.3g}; "
                        f"inverting (measured, scale: tensor): "
                        + (", ".join(f"{t['scale']}: {t['name']}" for t in cell["tensors"] if t["inverts"])
                           or "none") + f" ({len(inverting)})",

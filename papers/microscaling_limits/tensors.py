@@ -20,8 +20,9 @@ from common.theory import block_mse
 
 
 def tensor_cell(model: str, weights: Mapping[str, torch.Tensor], config: Mapping[str, Any],
-                scales: Sequence[str]) -> dict[str, Any]:
-    """Measured and predicted MSE of every weight tensor of ``model`` (rows per tensor, scale, block size)."""
+                scales: Sequence[str], source: str | None = None) -> dict[str, Any]:
+    """Measured and predicted MSE of every weight tensor of ``model`` (rows per tensor, scale, block size);
+    ``source`` says where the weights come from (shown with the model's table)."""
     start = time.perf_counter()
     blocks = config["tensors"]["block_sizes"]
     rows = weight_study(dict(weights), blocks, scales=tuple(scales), rule="absmax", elem=config["element"])
@@ -38,5 +39,5 @@ def tensor_cell(model: str, weights: Mapping[str, torch.Tensor], config: Mapping
             tensors.append({"name": name, "scale": scale, "std": mse[small]["std"],
                             "inverts": mse[small]["mse"] > mse[large]["mse"],
                             "predicted_inverts": mse[small]["predicted_mse"] > mse[large]["predicted_mse"]})
-    return {"model": model, "block_sizes": blocks, "inversion_blocks": [small, large], "rows": rows,
+    return {"model": model, "source": source, "block_sizes": blocks, "inversion_blocks": [small, large], "rows": rows,
             "tensors": tensors, "wall_time_s": time.perf_counter() - start}

@@ -31,3 +31,14 @@ def test_assemble_cites_figures_and_refuses_a_typed_verdict():
     with pytest.raises(ValueError, match="verdict 'looks fine' is not one of"):
         assemble(paper={}, figures=[], tables=[], claims=[{**claim, "verdict": "looks fine"}], provenance={},
                  rerun=[], artifacts=[])
+
+
+def test_training_seconds_reads_the_base_models_metadata(tmp_path):
+    from common.report import training_seconds
+
+    (tmp_path / "small").mkdir()
+    (tmp_path / "small" / "lowbit_metadata.json").write_text('{"training": {"seconds": 2621.6}}')
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "ext" / "lowbit_metadata.json").write_text('{"source": "converted"}')
+    files = [tmp_path / "small" / "lowbit_metadata.json", tmp_path / "ext" / "lowbit_metadata.json"]
+    assert training_seconds(files) == {"pretraining small": 2621.6}
