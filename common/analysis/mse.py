@@ -6,7 +6,9 @@ arranges them as rows of 4096 values (block sizes divide 4096; a ``global_scale=
 4096), runs ``common.scaling.quantize_blocks`` and returns
 
 * ``mse = mean((x - Q(x))^2)``, accumulated in float64, ``relative_mse = mse / sigma^2``, and
-  ``mse_standard_error = std((x - Q(x))^2) / sqrt(samples)`` (the Monte Carlo standard error of ``mse``);
+  ``mse_standard_error``, the Monte Carlo standard error of ``mse`` with the block as the independent unit
+  (the errors of one block share its scale: a flushed block zeroes all of its values at once), i.e.
+  ``std(SSE_block) / (sqrt(blocks) * block_size)``;
 * ``zero_scale_fraction``: the fraction of blocks whose scale is 0 (the whole block flushed to zero: the scale
   underflow of abs-max, Region A of *Finer is Better*);
 * ``floor_scale_fraction``: the fraction of blocks whose scale is 0 or the scale format's smallest positive
@@ -58,8 +60,9 @@ def block_stats(sigma: float, block_size: int, *, elem: str = "e2m1", scale: str
                                 **rule_options)
     squared = (x - q).double() ** 2
     mse = float(squared.mean())
+    per_block = squared.reshape(-1, block_size).sum(dim=1)
     return {"sigma": float(sigma), "mse": mse, "relative_mse": mse / float(sigma) ** 2,
-            "mse_standard_error": float(squared.std(correction=0)) / squared.numel() ** 0.5,
+            "mse_standard_error": float(per_block.std(correction=0)) / (per_block.numel() ** 0.5 * block_size),
             "zero_scale_fraction": float((scales.block == 0).double().mean()),
             "floor_scale_fraction": float((scales.block <= get_format(scale).min_subnormal).double().mean())}
 

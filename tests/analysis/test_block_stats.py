@@ -23,8 +23,8 @@ def planted():
 
 def test_planted_fractions_with_absmax():
     stats = block_stats(1.0, 4, z=planted())
-    # squared errors: 2^-20 on 1/16 of the 4096 values, else 0: std 2^-20 sqrt(15)/16, over sqrt(4096)
-    assert stats.pop("mse_standard_error") == pytest.approx(2.0**-30 * 15**0.5, rel=1e-12)
+    # block SSEs: 2^-20 on 256 of the 1024 blocks, else 0: std 2^-20 sqrt(3)/4, over sqrt(1024) and 4 values
+    assert stats.pop("mse_standard_error") == pytest.approx(2.0**-29 * 3**0.5, rel=1e-12)
     assert stats == {"sigma": 1.0, "mse": 2.0**-24, "relative_mse": 2.0**-24, "zero_scale_fraction": 0.25,
                      "floor_scale_fraction": 0.5}
     # 256 flushed blocks each lose 2^-20 of energy: 256 * 2^-20 / 4096 = 2^-24; the rest is exact in E2M1
