@@ -61,7 +61,7 @@ def tensor_table(cell: Mapping[str, Any]) -> dict[str, Any]:
         tensors=("name", "nunique"), relative_mse=("relative_mse", "median"),
         prediction_error=("prediction_error", "median"), worst=("prediction_error", "max")).reset_index()
     stds = rows.drop_duplicates("name")["std"]
-    inverting = [t["name"] for t in cell["tensors"] if t["inverts"]]
+    inverting = {t["name"] for t in cell["tensors"] if t["inverts"]}
     source = f" ({cell['source']})" if cell.get("source") else ""
     return {"caption": f"{cell['model']}{source}: {len(stds)} linear weights, sigma {stds.min():.3g}-{stds.max():.3g}; "
                        f"inverting (measured, scale: tensor): "

@@ -146,5 +146,5 @@ def zero_block_check(config: Mapping[str, Any], scales: Sequence[str], samples: 
                                     seed=config["simulation"]["seed"])["zero_scale_fraction"]
             rows.append({"scale": scale, "block_size": n, "sigma": ZERO_BLOCK_SIGMA,
                          "theory": zero_block_probability(ZERO_BLOCK_SIGMA, n, scale=scale, elem=config["element"]),
-                         "simulation": simulated, "paper": paper if scale == "ue4m3" else None})
+                         "simulation": simulated, "samples": samples, "paper": paper if scale == "ue4m3" else None})
     return rows

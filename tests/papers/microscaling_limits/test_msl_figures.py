@@ -1,0 +1,156 @@
+"""Figures: captions by id; every plot_* draws its data with the expected title and axes (tiny synthetic input)."""
+
+import matplotlib
+import pytest
+from msl_testing import crossover_row, fit, gap_summary, tensor_summary, validation_result
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+from papers.microscaling_limits import figures
+
+SIGMAS = [0.0625, 0.125, 0.25]
+# Normal and Laplace theory rows for blocks 4, 8, 16; totals 2^-k so MSE / sigma^2 is exact
+THEORY = {"element": "e2m1", "scale": "ue4m3", "rule": "absmax", "rows": [
+    {"dist": dist, "block_size": n, "sigma": s, "non_max": n * s * s / 64, "max_element": s * s / 32,
+     "zero_blocks": s * s / 16 if s < 0.1 else 0.0, "total": n * s * s / 64 + (3 if s < 0.1 else 1) * s * s / 32}
+    for dist in ("normal", "laplace") for n in (4, 8, 16) for s in SIGMAS]}
+POINTS = [{"scale": scale, "rule": "absmax", "block_size": n, "sigma": s, "simulation": n * s * s / 32,
+           "theory": n * s * s / 64} for scale in ("ue4m3", "ue5m3") for n in (4, 8) for s in SIGMAS]
+
+
+@pytest.fixture
+def close():
+    made = []
+    yield made.append
+    for fig in made:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize(("figure_id", "expected"), [
+    ("fit", figures.CAPTIONS["fit"]),
+    ("crossovers", figures.CAPTIONS["crossovers"]),
+    ("theory-vs-simulation-ue4m3", "ue4m3: " + figures.CAPTIONS["theory-vs-simulation"]),
+    ("parts-ue5m3-b4", "ue5m3-b4: " + figures.CAPTIONS["parts"]),
+    ("tensors-minilm", "minilm: " + figures.CAPTIONS["tensors"]),
+    ("gap-smollm2", "smollm2: " + figures.CAPTIONS["gap"]),
+    ("gap-small-v2", "small-v2: " + figures.CAPTIONS["gap"]),
+])
+def test_caption(figure_id, expected):
+    assert figures.caption(figure_id) == expected
+
+
+def test_caption_text():
+    assert figures.caption("parts").startswith("The three contributions of the theory's MSE (non-max elements")
+    assert figures.caption("tensors-x") == ("x: Every linear weight tensor: measured block MSE vs the theory's "
+                                            "prediction from its fitted sigma.")
+
+
+@pytest.mark.parametrize("figure_id", ["", "fits", "theory", "gaps-x", "Fit", "tensor-base", "mse-ue4m3-absmax"])
+def test_unknown_figure_id(figure_id):
+    with pytest.raises(ValueError, match=rf"unknown figure id {figure_id!r}"):
+        figures.caption(figure_id)
+
+
+def test_plot_theory_vs_simulation(close):
+    fig = figures.plot_theory_vs_simulation(THEORY, validation_result(points=POINTS))
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "E2M1 with UE4M3 scales: theory (lines) vs simulation (points)"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == (r"$\sigma$", r"MSE / $\sigma^2$")
+    # Normal theory only, and only the simulated block sizes (4, 8; not 16)
+    assert [line.get_label() for line in ax.lines] == ["theory, n=4", "theory, n=8"]
+    for line, n in zip(ax.lines, (4, 8), strict=True):
+        assert list(line.get_xdata()) == SIGMAS
+        assert list(line.get_ydata()) == [n / 64 + (3 if s < 0.1 else 1) / 32 for s in SIGMAS]
+    assert len(ax.collections) == 2  # one scatter per block size, UE4M3 points only
+    for points, n in zip(ax.collections, (4, 8), strict=True):
+        assert points.get_offsets().tolist() == [[s, n / 32] for s in SIGMAS]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["theory, n=4", "theory, n=8"]
+
+
+def test_plot_parts(close):
+    fig = figures.plot_parts(THEORY, 8)
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "Where the error comes from: UE4M3, block 8"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "symlog")
+    assert ax.get_ylabel() == r"contribution / $\sigma^2$"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["non_max", "max_element", "zero_blocks"]
+    curves = {tuple(line.get_ydata()) for line in ax.lines if len(line.get_xdata()) == 3}
+    assert curves == {(0.125, 0.125, 0.125), (1 / 32, 1 / 32, 1 / 32), (1 / 16, 0.0, 0.0)}
+
+
+def test_plot_fit(close):
+    fits = {"ue4m3": fit(max_relative_error=0.25, chi2=3.125e-8), "ue5m3": fit(max_relative_error=0.015, chi2=1e-9)}
+    fig = figures.plot_fit(validation_result(fits=fits, points=POINTS))
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "UE4M3: chi2 3.1e-08, max |err| 25.00%; UE5M3: chi2 1.0e-09, max |err| 1.50%"
+    assert (ax.get_xscale(), ax.get_xlabel(), ax.get_ylabel()) == ("log", r"$\sigma$", "theory / simulation - 1")
+    [points] = ax.collections
+    assert points.get_offsets()[:, 1].tolist() == [-0.5] * len(POINTS)  # theory / (2 theory) - 1
+    assert [list(line.get_ydata()) for line in ax.lines if len(line.get_ydata())] == [[0, 0]]  # the zero line
+
+
+def test_plot_crossovers(close):
+    crossovers = [crossover_row("ue4m3", 4, 0.024), crossover_row("ue4m3", 8, 0.019),
+                  crossover_row("ue5m3", 4, 9.4e-5), crossover_row("ue5m3", 8, None)]
+    tensors = [tensor_summary("base", [("a", "ue4m3", 0.004, True, True), ("b", "ue4m3", 0.03, False, False)]),
+               tensor_summary("minilm", [("c", "ue4m3", 0.05, False, False)])]
+    fig = figures.plot_crossovers(validation_result(crossovers=crossovers), tensors)
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "Where finer stops being better"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert ax.get_xlabel() == "block size n"
+    data = sorted((tuple(line.get_xdata()), tuple(line.get_ydata())) for line in ax.lines if len(line.get_xdata()))
+    assert data == [((4,), (9.4e-5,)), ((4, 8), (0.024, 0.019))]  # the None crossover is left out
+    spans = [p for p in ax.patches if p.get_label().endswith("weight sigmas")]
+    assert [p.get_label() for p in spans] == ["base weight sigmas", "minilm weight sigmas"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-2:] == ["base weight sigmas", "minilm weight sigmas"]
+
+
+def test_plot_crossovers_without_any_crossover(close):
+    fig = figures.plot_crossovers(validation_result(crossovers=[crossover_row("ue4m3", 4, None)]),
+                                  [tensor_summary("base", [("a", "ue4m3", 0.004, True, True)])])
+    close(fig)
+    ax = fig.axes[0]
+    assert [line for line in ax.lines if len(line.get_xdata())] == []
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["base weight sigmas"]
+
+
+def test_plot_tensors(close):
+    cell = tensor_summary("base", [("a", "ue4m3", 2**-8, True, True), ("a", "ue5m3", 2**-8, False, False),
+                                   ("b", "ue4m3", 2**-5, False, False)])
+    fig = figures.plot_tensors(cell)
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "base: weight tensors, measured vs predicted"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("theory (Normal with the tensor's sigma)", "measured MSE")
+    [points] = ax.collections
+    assert sorted(map(tuple, points.get_offsets().tolist())) == sorted(
+        (r["predicted_mse"], r["mse"]) for r in cell["rows"])
+    [diagonal] = [line for line in ax.lines if len(line.get_xdata())]  # the rest are legend handles
+    low = min(min(r["mse"], r["predicted_mse"]) for r in cell["rows"])
+    high = max(max(r["mse"], r["predicted_mse"]) for r in cell["rows"])
+    assert list(diagonal.get_xdata()) == list(diagonal.get_ydata()) == [low, high]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["block_size", "8", "16", "scale", "ue4m3", "ue5m3"]
+
+
+def test_plot_gap(close):
+    summary = gap_summary("base", {"ue4m3": {4: 0.5, 8: 0.25, 16: 0.375}, "ue4m3s": {4: 0.25, 8: 0.25, 16: 0.375},
+                                   "ue5m3": {4: 0.125, 8: 0.25, 16: 0.375}}, perplexity=12.3456)
+    fig = figures.plot_gap(summary)
+    close(fig)
+    ax = fig.axes[0]
+    assert ax.get_title() == "base: W+A FP4 (E2M1), unquantized ppl 12.35"
+    assert (ax.get_xscale(), ax.get_xlabel(), ax.get_ylabel()) == ("log", "block size", "perplexity gap")
+    lines = [line for line in ax.lines if len(line.get_xdata()) == 3]
+    assert [(list(line.get_xdata()), list(line.get_ydata())) for line in lines] == [
+        ([4, 8, 16], [0.5, 0.25, 0.375]), ([4, 8, 16], [0.25, 0.25, 0.375]), ([4, 8, 16], [0.125, 0.25, 0.375])]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ue4m3", "ue4m3s", "ue5m3"]
