@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 from _report import finish, target
+from _vocab import SyntheticVocab
 
 from common.models import build_model, count_parameters
 from common.qat import attach_w8a8, w8a8_selection
@@ -29,15 +30,6 @@ from common.train import causal_lm_loss
 
 VOCAB, SEQ, BATCH = 8192, 256, 16
 TARGET = 1.5
-
-
-class _Vocab:
-    """The three tokenizer facts build_model needs."""
-
-    bos_token_id = eos_token_id = 0
-
-    def __len__(self) -> int:
-        return VOCAB
 
 
 def main() -> None:
@@ -49,7 +41,8 @@ def main() -> None:
     torch.manual_seed(0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     batch = torch.randint(0, VOCAB, (BATCH, SEQ + 1)).to(device)
-    models = {name: build_model("small", _Vocab(), seed=0).to(device).train() for name in ("train", "train_hif8_w8a8")}
+    models = {name: build_model("small", SyntheticVocab(VOCAB), seed=0).to(device).train()
+              for name in ("train", "train_hif8_w8a8")}
     names = w8a8_selection(models["train_hif8_w8a8"])
     handle = attach_w8a8(models["train_hif8_w8a8"], names, fmt="hif8", observer="max_window")
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=1e-4) for name, model in models.items()}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 from _report import finish, target
+from _vocab import SyntheticVocab
 
 from common.models import build_model, count_parameters
 from common.ptq import QuantRecipe, apply_quantization, select_linears
@@ -30,15 +31,6 @@ VOCAB, SEQ, BATCH = 8192, 256, 8
 TARGET = 1.5
 
 
-class _Vocab:
-    """The three tokenizer facts build_model needs."""
-
-    bos_token_id = eos_token_id = 0
-
-    def __len__(self) -> int:
-        return VOCAB
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -47,14 +39,14 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
     batch = torch.randint(0, VOCAB, (BATCH, SEQ + 1))
-    train_model = build_model("small", _Vocab(), seed=0)
+    train_model = build_model("small", SyntheticVocab(VOCAB), seed=0)
     optimizer = torch.optim.AdamW(train_model.parameters(), lr=1e-4)
-    eval_model = build_model("small", _Vocab(), seed=0).eval()
-    quant_model = build_model("small", _Vocab(), seed=0).eval()
+    eval_model = build_model("small", SyntheticVocab(VOCAB), seed=0).eval()
+    quant_model = build_model("small", SyntheticVocab(VOCAB), seed=0).eval()
     names = select_linears(quant_model)
     recipe = QuantRecipe.from_name("MXFP4", activations=True)
     apply_quantization(quant_model, recipe, names)
-    qat_model = build_model("small", _Vocab(), seed=0)
+    qat_model = build_model("small", SyntheticVocab(VOCAB), seed=0)
     attach_fake_quant(qat_model, recipe, names)
     qat_optimizer = torch.optim.AdamW(qat_model.parameters(), lr=1e-4)
 
