@@ -43,13 +43,12 @@ def plot_parts(theory: Mapping[str, Any], block_size: int) -> plt.Figure:
     """The three contributions (non-max, max element, zero blocks) of the theory's MSE vs sigma at one block size."""
     rows = pd.DataFrame(theory["rows"]).query("dist == 'normal' and block_size == @block_size")
     long = rows.melt(id_vars="sigma", value_vars=list(PARTS), var_name="part", value_name="mse")
-    long["relative"] = long["mse"] / long["sigma"] ** 2
+    long["relative"] = (long["mse"] / long["sigma"] ** 2).where(long["mse"] > 0)  # log axis: zero parts are gaps
     _theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(long, x="sigma", y="relative", hue="part", ax=ax)
-    ax.set(xscale="log", yscale="symlog", xlabel=r"$\sigma$", ylabel=r"contribution / $\sigma^2$",
+    ax.set(xscale="log", yscale="log", ylim=(1e-6, 2), xlabel=r"$\sigma$", ylabel=r"contribution / $\sigma^2$",
            title=f"Where the error comes from: {theory['scale'].upper()}, block {block_size}")
-    ax.set_yscale("symlog", linthresh=1e-4)
     return fig
 
 
