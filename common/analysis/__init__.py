@@ -1,15 +1,21 @@
 """Analyses shared by the papers: Monte Carlo block-quantization error (and, later, Hessian spectra)."""
 
 from .mse import block_mse, block_stats, mse_sweep, sigma_grid, standard_normal
+from .observer_study import amax_trace, observer_study, run_observer, saturation_metrics, spike_steps
 from .weights import fit_sigma, linear_weights, tensor_block_mse, weight_study
 
 __all__ = [
+    "amax_trace",
     "block_mse",
     "block_stats",
     "fit_sigma",
     "linear_weights",
     "mse_sweep",
+    "observer_study",
+    "run_observer",
+    "saturation_metrics",
     "sigma_grid",
+    "spike_steps",
     "standard_normal",
     "tensor_block_mse",
     "weight_study",
