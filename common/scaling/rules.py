@@ -79,6 +79,13 @@ def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent
     return round_scale(block_amax(blocks) / elem_fmt.max, scale_fmt, prevent_zero)
 
 
+def unit(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
+    """``s = 1`` for every block: no block scaling, the elements carry the values themselves. With a global scale
+    it is plain per-tensor (or per-row) scaling ``Q(x / g) * g``, e.g. HiF8 W8A8's ``g = amax / 15`` (scale
+    ``15 / amax``, Max-Window paper) with ``global_target=15``. ``prevent_zero`` changes nothing (1 is not 0)."""
+    return torch.ones(blocks.shape[0], 1, dtype=torch.float32)
+
+
 def prevent_zero_rule(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
                       prevent_zero: bool = True) -> torch.Tensor:
     """abs-max whose zero scales become the smallest positive scale (Finer is Better's prevent-zero)."""
@@ -238,6 +245,11 @@ def four_over_six_range(scale_fmt: Format, elem_fmt: Format) -> float:
     return float(2.0 ** _floor_log2(torch.tensor(scale_fmt.max * second / top)).item())
 
 
+def unit_range(scale_fmt: Format, elem_fmt: Format) -> float:
+    """The unit rule's block scales are 1: by default a global scale maps amax to the element format's max."""
+    return 1.0
+
+
 @dataclass(frozen=True)
 class ScaleRule:
     """A registered scale rule.
@@ -262,6 +274,7 @@ RULES: dict[str, ScaleRule] = {
         ScaleRule("brute_force", brute_force),
         ScaleRule("e8m0_floor", e8m0_floor),
         ScaleRule("e8m0_rceil", e8m0_rceil),
+        ScaleRule("unit", unit, unit_range),
     )
 }
 
