@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from common.cli import run_step
 from common.io import read_json
 
 from .checksums import write_sha256sums
@@ -82,13 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        args.run(args)
-    except (ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_step(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from common.cli import require_paths, run_step
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -28,9 +28,7 @@ def mse_cell(args: argparse.Namespace) -> None:
 def ptq_cell(args: argparse.Namespace) -> None:
     from .model_study import model_cell
 
-    for flag, path in (("--model", args.model), ("--split", args.split)):
-        if not Path(path).exists():
-            raise ValueError(f"{flag} {path!r} does not exist")
+    require_paths({"--model": args.model, "--split": args.split})
     write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split))
 
 
@@ -151,13 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        args.run(args)
-    except (ValueError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_step(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

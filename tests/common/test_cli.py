@@ -1,0 +1,35 @@
+"""Command-line step running: bad input becomes one error line and exit status 2; paths are checked by flag."""
+
+import argparse
+
+import pytest
+
+from common.cli import require_paths, run_step
+
+
+def step(error):
+    def run(args):
+        if error is not None:
+            raise error
+        args.ran = True
+    return argparse.Namespace(run=run, ran=False)
+
+
+@pytest.mark.parametrize("error", [ValueError("bad value 3"), KeyError("missing"), FileNotFoundError("no file x")])
+def test_bad_input_is_one_line_and_status_2(error, capsys):
+    assert run_step(step(error)) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_success_and_other_errors():
+    args = step(None)
+    assert run_step(args) == 0
+    assert args.ran
+    with pytest.raises(ZeroDivisionError):  # a bug is not bad input: it keeps its traceback
+        run_step(step(ZeroDivisionError()))
+
+
+def test_require_paths_names_the_flag(tmp_path):
+    require_paths({"--model": tmp_path})
+    with pytest.raises(ValueError, match=r"--split '.*missing\.jsonl' does not exist"):
+        require_paths({"--model": tmp_path, "--split": tmp_path / "missing.jsonl"})
