@@ -8,9 +8,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def lookup(registry: Mapping[str, T], name: object, what: str) -> T:
-    """``registry[name]``, or a ``ValueError`` naming the unknown value and every valid choice."""
+def lookup(registry: Mapping[str, T], name: object, what: str, key: str | None = None) -> T:
+    """``registry[name]``, or a ``ValueError`` naming the unknown value, every valid choice, and the config
+    ``key`` the value came from when given."""
     try:
         return registry[name]  # type: ignore[index]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown {what} {name!r}; valid {what}s: {', '.join(registry)}") from None
+        where = f"{key}: " if key else ""
+        raise ValueError(f"{where}unknown {what} {name!r}; valid {what}s: {', '.join(registry)}") from None

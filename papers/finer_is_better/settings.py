@@ -40,10 +40,10 @@ def check_config(config: Mapping[str, Any]) -> None:
     """What the schema cannot say: every cell's variant exists and every format is registered (ValueError
     naming the offending key and value)."""
     variants = config["variants"]
-    lookup(FORMATS, config["element"], "element format (finer_is_better.element)")
+    lookup(FORMATS, config["element"], "format", "finer_is_better.element")
     for study in ("numerical", "model"):
         for scale, names in config[study]["cells"].items():
-            lookup(FORMATS, scale, f"scale format (finer_is_better.{study}.cells)")
+            lookup(FORMATS, scale, "format", f"finer_is_better.{study}.cells")
             for name in names:
                 if name not in variants:
                     raise ValueError(f"finer_is_better.{study}.cells.{scale}: unknown variant {name!r}; "

@@ -28,11 +28,11 @@ KEY = "microscaling_limits"
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
     """The paper config of ``profile`` (its ``profiles`` entry merged over the rest), checked."""
     active = active_profile(config, profile, KEY)
-    lookup(FORMATS, active["element"], f"element format ({KEY}.element)")
+    lookup(FORMATS, active["element"], "format", f"{KEY}.element")
     for scale in active["scales"]:
-        lookup(FORMATS, scale, f"scale format ({KEY}.scales)")
+        lookup(FORMATS, scale, "format", f"{KEY}.scales")
     for variant in active["model"]["variants"]:
-        lookup(VARIANTS, variant, f"perplexity variant ({KEY}.model.variants)")
+        lookup(VARIANTS, variant, "perplexity variant", f"{KEY}.model.variants")
     for part in ("theory", "simulation"):
         sigma = active[part]["sigma"]
         if not sigma["low"] < sigma["high"]:

@@ -2,6 +2,8 @@
 
 import copy
 
+import pytest
+
 from common.config import merged
 
 BASE = {
@@ -48,3 +50,13 @@ def test_inputs_are_not_mutated():
     assert base["numerical"]["sigma"]["low"] == 1e-5
     out["numerical"]["sigma"]["points"] = 3  # a merged level is a new dict
     assert base["numerical"]["sigma"]["points"] == 41
+
+
+def test_lookup_names_the_config_key():
+    from common.registry import lookup
+
+    assert lookup({"a": 1}, "a", "thing", "section.field") == 1
+    with pytest.raises(ValueError, match=r"^section\.field: unknown thing 'b'; valid things: a$"):
+        lookup({"a": 1}, "b", "thing", "section.field")
+    with pytest.raises(ValueError, match=r"^unknown thing 'b'; valid things: a$"):
+        lookup({"a": 1}, "b", "thing")

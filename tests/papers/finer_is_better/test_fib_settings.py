@@ -90,9 +90,9 @@ def test_unknown_variant_in_a_profile_is_named(raw):
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda c: c.update(element="e9m9"), r"unknown element format \(finer_is_better\.element\) 'e9m9'"),
+    (lambda c: c.update(element="e9m9"), r"finer_is_better\.element: unknown format 'e9m9'"),
     (lambda c: c["numerical"]["cells"].update(ue9m9=["absmax"]),
-     r"unknown scale format \(finer_is_better\.numerical\.cells\) 'ue9m9'"),
+     r"finer_is_better\.numerical\.cells: unknown format 'ue9m9'"),
     (lambda c: c["numerical"]["sigma"].update(low=2.0),
      r"finer_is_better\.numerical\.sigma: low 2\.0 must be below high 1\.0"),
     (lambda c: c["model"].update(stride=512), r"finer_is_better\.model\.stride 512 exceeds window 256"),

@@ -102,9 +102,9 @@ def test_schema_refuses_a_bad_value_in_the_merged_profile(raw):
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c["model"].update(variants=["ue4m3", "ue6m2"]),
-     r"unknown perplexity variant \(microscaling_limits\.model\.variants\) 'ue6m2'"),
-    (lambda c: c.update(element="e9m9"), r"unknown element format \(microscaling_limits\.element\) 'e9m9'"),
-    (lambda c: c.update(scales=["ue4m3", "ue9m9"]), r"unknown scale format \(microscaling_limits\.scales\) 'ue9m9'"),
+     r"microscaling_limits\.model\.variants: unknown perplexity variant 'ue6m2'"),
+    (lambda c: c.update(element="e9m9"), r"microscaling_limits\.element: unknown format 'e9m9'"),
+    (lambda c: c.update(scales=["ue4m3", "ue9m9"]), r"microscaling_limits\.scales: unknown format 'ue9m9'"),
     (lambda c: c["theory"]["sigma"].update(low=20.0),
      r"microscaling_limits\.theory\.sigma: low 20\.0 must be below high 10\.0"),
     (lambda c: c["simulation"]["sigma"].update(high=1.0e-5),
