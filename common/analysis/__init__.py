@@ -1,5 +1,6 @@
 """Analyses shared by the papers: Monte Carlo block-quantization error (and, later, Hessian spectra)."""
 
+from .gaps import gap_inverts
 from .mse import block_mse, block_stats, mse_sweep, sigma_grid, standard_normal
 from .observer_study import amax_trace, observer_study, run_observer, saturation_metrics, spike_steps
 from .weights import fit_sigma, linear_weights, tensor_block_mse, weight_study
@@ -9,6 +10,7 @@ __all__ = [
     "block_mse",
     "block_stats",
     "fit_sigma",
+    "gap_inverts",
     "linear_weights",
     "mse_sweep",
     "observer_study",

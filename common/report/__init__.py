@@ -1,7 +1,7 @@
 """Report machinery shared by every paper: claims with computed verdicts, provenance, checksums, HTML/LaTeX."""
 
 from .checksums import verify_sha256sums, write_sha256sums
-from .claims import VERDICTS, Claim, verdict
+from .claims import VERDICTS, Claim, checked_claim, verdict
 from .context import assemble, figure_entries, rerun_entries
 from .provenance import config_hash, git_state, provenance, training_seconds
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
@@ -11,6 +11,7 @@ __all__ = [
     "Claim",
     "assemble",
     "build_pdf",
+    "checked_claim",
     "config_hash",
     "data_uri",
     "figure_entries",

@@ -25,6 +25,12 @@ def verdict(checks: Sequence[bool]) -> str:
     return VERDICTS[0] if held == len(checks) else VERDICTS[2] if held == 0 else VERDICTS[1]
 
 
+def checked_claim(cid: str, statement: str, paper: str, measured: str, checks: Sequence[bool], rule: str,
+                  evidence: Sequence[str]) -> Claim:
+    """A :class:`Claim` whose verdict is :func:`verdict` of ``checks`` (the checks ``rule`` describes)."""
+    return Claim(cid, statement, paper, measured, verdict(checks), rule, tuple(evidence))
+
+
 @dataclass(frozen=True)
 class Claim:
     """One row. ``paper`` and ``measured`` are display strings (``measured`` formatted from an artifact);

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.report import Claim, verdict
+from common.analysis import gap_inverts
+from common.report import Claim, checked_claim
 
 from .numerical import REFERENCE_SCALE, curves, reversal_excess, table_from_summary
 
@@ -26,11 +27,6 @@ FLOAT_SLACK = 1e-9  # relative slack for "never below brute force" (float64 mean
 
 def _span(sigmas: Sequence[float]) -> str:
     return f"sigma in [{min(sigmas):.2g}, {max(sigmas):.2g}] ({len(sigmas)} points)" if sigmas else "none"
-
-
-def _claim(cid: str, statement: str, paper: str, measured: str, checks: Sequence[bool], rule: str,
-           evidence: Sequence[str]) -> Claim:
-    return Claim(cid, statement, paper, measured, verdict(checks), rule, tuple(evidence))
 
 
 def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], evidence: str) -> list[Claim]:
@@ -43,7 +39,7 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
 
     worst = excess["absmax"].idxmax()
     reversed_at = [s for s, e in excess["absmax"].items() if e > tol]
-    claims.append(_claim(
+    claims.append(checked_claim(
         "absmax_reversal", "With abs-max scaling, smaller blocks give higher MSE for some sigma",
         "yes (MSE vs sigma, blocks 4-32)",
         f"reversal at {_span(reversed_at)}; worst MSE(n)/MSE(2n) = {1 + excess['absmax'][worst]:.2f} "
@@ -61,13 +57,13 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
                     f"+{drop[1]:.0%} (prevent-zero; what remains overlaps Region B)")
     else:
         checks, measured = [], "no Region A in the sigma grid"
-    claims.append(_claim(
+    claims.append(checked_claim(
         "prevent_zero_region_a", "Region A (scale underflow): prevent-zero removes the abs-max MSE spike",
         "yes, entirely", measured, checks,
         "reproduced iff, with prevent-zero, no block scale is zero, the MSE is never above abs-max's, and the "
         "reversal is smaller than abs-max's at every sigma of Region A", [evidence]))
 
-    claims.append(_claim(
+    claims.append(checked_claim(
         "region_b", "Region B: even with prevent-zero, smaller blocks give higher MSE at moderate sigma",
         "yes (block max badly placed on the coarse E4M3 grid, top FP4 bin clips)",
         f"Region B: {_span(region_b)}", [bool(region_b), bool(region_b) and bool(region_a)
@@ -83,7 +79,7 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
                     f"4/6 alone still reverses at {len(alone)} of {len(region_a)} Region A sigmas")
     else:
         checks, measured = [], "no Region B in the sigma grid"
-    claims.append(_claim(
+    claims.append(checked_claim(
         "four_over_six_region_b", "4-over-6 with prevent-zero removes the Region B reversal; "
         "4-over-6 alone does not fix Region A", "yes", measured, checks,
         f"reproduced iff 4/6 + prevent-zero has no reversal (> {tol:g}) in Region B and 4/6 without prevent-zero "
@@ -103,7 +99,7 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
                     + ("never above 1 anywhere" if above_one == 0 else f"above 1 at {above_one} sigmas"))
     else:
         checks, measured = [], "every sigma of the grid sits on the scale floor"
-    claims.append(_claim(
+    claims.append(checked_claim(
         "brute_force_monotone", "With brute-force (optimal) scales, MSE strictly improves as blocks shrink",
         "yes (finer is better with the ideal scale)", measured, checks,
         "reproduced iff MSE(n) < MSE(2n) for every consecutive n at every sigma where some brute-force block of "
@@ -117,7 +113,7 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
         checks.append(bool((mse.to_numpy() >= brute.to_numpy() * (1 - FLOAT_SLACK)).all()))
         checks.append(bool((mse.loc[live] > brute.loc[live]).any(axis=0).all()))
         gaps.append(f"{variant} {float(np.median(mse.loc[normal, blocks[0]] / brute.loc[normal, blocks[0]])):.2f}x")
-    claims.append(_claim(
+    claims.append(checked_claim(
         "heuristics_above_brute_force", "The heuristics (abs-max, prevent-zero, 4-over-6) fall short of brute force",
         "yes (optimal scale selection is open)",
         f"median MSE / brute-force MSE at block {blocks[0]}, sigma >= 0.1: " + ", ".join(gaps),
@@ -128,12 +124,6 @@ def numerical_claims(summary: Mapping[str, Any], thresholds: Mapping[str, Any], 
 
 def _gap(summary: Mapping[str, Any], scale: str, variant: str) -> dict[int, float]:
     return {r["block_size"]: r["gap"] for r in summary["rows"] if r["scale"] == scale and r["variant"] == variant}
-
-
-def _u_shaped(gaps: Mapping[int, float], tol: float) -> bool:
-    """The smallest block's gap exceeds the best gap by more than ``tol`` of it (worse at the finest block)."""
-    smallest, best = gaps[min(gaps)], min(gaps.values())
-    return smallest > best + tol * abs(best) and smallest > best
 
 
 def model_claims(summaries: Sequence[Mapping[str, Any]], thresholds: Mapping[str, Any],
@@ -147,12 +137,12 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], thresholds: Mapping[str
         if 4 in absmax and 4 in fos:
             shrinks.append(fos[4] < absmax[4])
             parts.append(f"{s['model']}: {absmax[4]:.3f} -> {fos[4]:.3f}")
-    claims.append(_claim(
+    claims.append(checked_claim(
         "four_over_six_gap_block4", "4-over-6 shrinks the perplexity gap at block 4 (MLP weights + activations)",
         "Llama-3.1-8B: 0.725 -> 0.270", "; ".join(parts) or "block 4 not evaluated", shrinks,
         "reproduced iff, for every model, the 4/6 gap at block 4 is below the abs-max gap at block 4", evidence))
 
-    shaped = [s for s in summaries if _u_shaped(_gap(s, REFERENCE_SCALE, "absmax"), tol)]
+    shaped = [s for s in summaries if gap_inverts(_gap(s, REFERENCE_SCALE, "absmax"), tol)]
     checks, parts = [], []
     for s in summaries:
         absmax = _gap(s, REFERENCE_SCALE, "absmax")
@@ -160,11 +150,11 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], thresholds: Mapping[str
         parts.append(f"{s['model']}: abs-max gap {'U-shaped' if s in shaped else 'not U-shaped'} "
                      f"(block {min(absmax)}: {absmax[min(absmax)]:.3f}, best block {best}: {absmax[best]:.3f})")
     for s in shaped:
-        pz, fos = (_u_shaped(_gap(s, REFERENCE_SCALE, v), tol) for v in ("prevent_zero", "four_over_six"))
+        pz, fos = (gap_inverts(_gap(s, REFERENCE_SCALE, v), tol) for v in ("prevent_zero", "four_over_six"))
         checks += [pz, not fos]
         parts.append(f"{s['model']}: prevent-zero {'U-shaped' if pz else 'not U-shaped'}, "
                      f"4/6 {'U-shaped' if fos else 'not U-shaped'}")
-    claims.append(_claim(
+    claims.append(checked_claim(
         "u_shape", "With abs-max the gap is U-shaped in block size for some models (Granite, Llama; DeepSeek and "
         "Qwen improve monotonically); prevent-zero does not fix it, 4-over-6 does",
         "U-shape at blocks 4 and 8 for Granite and Llama", "; ".join(parts), checks,
@@ -182,7 +172,7 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], thresholds: Mapping[str
             checks.append(bool(close))
         parts.append(f"{s['model']}: " + ", ".join(f"b{b} {hier[b]:.3f} vs {ue5[b]:.3f}"
                                                     for b in sorted(set(hier) & set(ue5))))
-    claims.append(_claim(
+    claims.append(checked_claim(
         "hierarchical_vs_ue5m3", "E4M3 + 4-over-6 + hierarchical scaling is comparable to UE5M3 scales",
         "comparable", "; ".join(parts), checks,
         f"reproduced iff at every block size the gaps (E4M3 hierarchical 4/6 vs UE5M3 4/6) are within a factor "

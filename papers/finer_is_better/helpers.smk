@@ -1,9 +1,4 @@
 # finer_is_better: the paper config (validated, profile merged) and the functions its rules call.
-import json
-import shlex
-
-import yaml
-
 from papers.finer_is_better.settings import cells as fib_cells
 from papers.finer_is_better.settings import profile_config
 
@@ -21,10 +16,6 @@ FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]
 FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *(f"gap-{m}" for m in FIB_MODELS)]
 
 
-def fib_json(value):
-    return shlex.quote(json.dumps(value, sort_keys=True))
-
-
 def fib_variant(variant):
     if variant not in FIB["variants"]:
         raise ValueError(
@@ -37,7 +28,7 @@ def fib_variant(variant):
 def fib_mse_config(wildcards):
     """What one numerical cell depends on: its variant, the hierarchical target, the sigma grid and the draw."""
     study = {k: FIB["numerical"][k] for k in ("sigma", "samples", "seed")}
-    return fib_json(
+    return json_arg(
         {
             "element": FIB["element"],
             "hierarchical_target": FIB["hierarchical_target"],
@@ -52,7 +43,7 @@ def fib_ptq_config(wildcards):
     study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include")}
     variant = getattr(wildcards, "variant", None)
     variants = {} if variant is None else {variant: fib_variant(variant)}
-    return fib_json(
+    return json_arg(
         {
             "element": FIB["element"],
             "hierarchical_target": FIB["hierarchical_target"],
@@ -60,16 +51,6 @@ def fib_ptq_config(wildcards):
             "model": study,
         }
     )
-
-
-def fib_model_dir(wildcards):
-    kind = "base" if wildcards.model in CFG["base_models"] else "external"
-    if kind == "external" and wildcards.model not in CFG["external_models"]:
-        raise ValueError(
-            f"unknown model {wildcards.model!r}: neither a base model ({', '.join(CFG['base_models'])})"
-            f" nor an external model ({', '.join(CFG['external_models'])})"
-        )
-    return f"results/models/{kind}/{wildcards.model}"
 
 
 def fib_model_cells(wildcards):

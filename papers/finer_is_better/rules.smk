@@ -40,7 +40,7 @@ rule fib_mse_summary:
     conda:
         CONDA_ENV
     params:
-        thresholds=fib_json(FIB["claims"]),
+        thresholds=json_arg(FIB["claims"]),
     shell:
         "python -m papers.finer_is_better mse-summary --config-json {params.thresholds} --cells {input}"
         " --out {output} > {log} 2>&1"
@@ -49,7 +49,7 @@ rule fib_mse_summary:
 rule fib_ptq_unquantized:
     """The model study's reference: perplexity of the unquantized model with the cells' evaluation settings."""
     input:
-        model=fib_model_dir,
+        model=model_dir,
         split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
     output:
         f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
@@ -68,7 +68,7 @@ rule fib_ptq_unquantized:
 rule fib_ptq_cell:
     """One model-study cell: the MLP linears' weights and activations fake-quantized, perplexity."""
     input:
-        model=fib_model_dir,
+        model=model_dir,
         split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
     output:
         f"{FIB_DIR}/ptq/{{model}}/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
@@ -184,7 +184,7 @@ rule fib_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=fib_json(FIB["claims"]),
+        thresholds=json_arg(FIB["claims"]),
     shell:
         "python -m papers.finer_is_better claims --config-json {params.thresholds} --numerical {input.numerical}"
         " --models {input.models} --out {output} > {log} 2>&1"
@@ -208,7 +208,7 @@ rule fib_context:
     conda:
         CONDA_ENV
     params:
-        config=fib_json(FIB),
+        config=json_arg(FIB),
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],

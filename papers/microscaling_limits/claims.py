@@ -8,31 +8,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common.report import Claim, verdict
-
-
-def _claim(cid: str, statement: str, paper: str, measured: str, checks: Sequence[bool], rule: str,
-           evidence: Sequence[str]) -> Claim:
-    return Claim(cid, statement, paper, measured, verdict(checks), rule, tuple(evidence))
+from common.analysis import gap_inverts
+from common.report import Claim, checked_claim
 
 
 def _gaps(summary: Mapping[str, Any], variant: str) -> dict[int, float]:
     return {r["block_size"]: r["gap"] for r in summary["rows"] if r["variant"] == variant}
 
 
-def inverts(gaps: Mapping[int, float], tol: float) -> bool:
-    """The smallest block's gap exceeds the best gap by more than ``tol`` of it (finer stopped being better)."""
-    if not gaps:
-        return False
-    smallest, best = gaps[min(gaps)], min(gaps.values())
-    return smallest > best + tol * abs(best) and smallest > best
-
-
 def theory_claims(validation: Mapping[str, Any], thresholds: Mapping[str, Any], evidence: str) -> list[Claim]:
     """The theory matches simulation; the zero-block probabilities of the fact sheet."""
     limit = thresholds["relative_error"]
     fits = validation["fits"]
-    claims = [_claim(
+    claims = [checked_claim(
         "theory_matches_simulation", "The analytic MSE model (non-max + max element + zero blocks) matches "
         "simulation of Normal data", "chi^2 ~ 4e-8 (definition not public)",
         "; ".join(f"{s.upper()}: largest relative error {_percent(f['max_relative_error_resolved'])} over the "
@@ -45,7 +33,7 @@ def theory_claims(validation: Mapping[str, Any], thresholds: Mapping[str, Any], 
         "simulation resolves it (relative standard error <= 0.5%) and every point is within 5 standard errors, for "
         "every scale format (chi2 = mean squared difference of MSE/sigma^2)", [evidence])]
     first = [c for c in validation["crossovers"] if c["scale"] == "ue4m3" and c["drivers"] is not None]
-    claims.append(_claim(
+    claims.append(checked_claim(
         "zero_blocks_drive_reversal", "Blocks rounded to zero (the block max below the smallest UE4M3 scale) drive "
         "the small-block reversal", "yes (fact sheet: the driver of the small-block reversal)",
         "; ".join(f"n={c['block_size']} vs {c['next_block_size']} at sigma {c['drivers']['sigma']:.3g}: zero blocks "
@@ -55,7 +43,7 @@ def theory_claims(validation: Mapping[str, Any], thresholds: Mapping[str, Any], 
         "at sigma = crossover / 1.2 (just inside the reversal, theory): reproduced iff the zero-block term makes up "
         "more than half of MSE(n) - MSE(2n) for every block pair", [evidence]))
     rows = [r for r in validation["zero_block"] if r["paper"] is not None]
-    claims.append(_claim(
+    claims.append(checked_claim(
         "zero_block_probability", "UE4M3 at sigma = 0.005: P(block scale = 0) = 0.33, 0.11, 0.012, 1.5e-4 for "
         "n = 4, 8, 16, 32 (the driver of the small-block reversal)", "0.33, 0.11, 0.012, 1.5e-4",
         ", ".join(f"n={r['block_size']}: theory {r['theory']:.2g}, simulation {r['simulation']:.2g}" for r in rows),
@@ -82,7 +70,7 @@ def tensor_claims(tensors: Sequence[Mapping[str, Any]], validation: Mapping[str,
     measured = (f"{len(inverting)} of {len(ue4)} tensors invert (MSE at block {blocks[0]} > block {blocks[1]}) with "
                 f"UE4M3; sigma of inverting tensors {_range(inverting)}, of the others {_range(steady)}; theory "
                 f"predicts the measured behaviour for {sum(agree)} of {len(agree)}")
-    claims = [_claim(
+    claims = [checked_claim(
         "narrow_tensors_invert", "With UE4M3 scales, narrow-sigma tensors invert at small blocks while wide ones "
         "do not, as the Normal model predicts", "Granite (narrow) inverts at block 16, Llama-2 (wide) does not",
         measured, checks,
@@ -96,7 +84,7 @@ def tensor_claims(tensors: Sequence[Mapping[str, Any]], validation: Mapping[str,
     checks = [not ue5_inverting] if ue5 else []
     if ue5_crossover and smallest is not None:
         checks.append(max(ue5_crossover) < smallest)
-    claims.append(_claim(
+    claims.append(checked_claim(
         "ue5m3_removes_tensor_inversion", "UE5M3 scales remove the inversion (no per-tensor scaling needed)",
         "yes", f"{len(ue5_inverting)} of {len(ue5)} tensors invert with UE5M3; theory's UE5M3 crossover at block "
         f"{blocks[0]}: sigma {max(ue5_crossover) if ue5_crossover else float('nan'):.2g} vs the narrowest tensor's "
@@ -124,7 +112,7 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], tensors: Sequence[Mappi
         gaps = _gaps(s, "ue4m3")
         if not gaps:
             continue
-        measured = inverts(gaps, tol)
+        measured = gap_inverts(gaps, tol)
         narrow = [t["inverts"] for cell in tensors if cell["model"] == s["model"]
                   for t in cell["tensors"] if t["scale"] == "ue4m3"]
         expected = bool(narrow) and sum(narrow) > 0
@@ -134,7 +122,7 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], tensors: Sequence[Mappi
         parts.append(f"{s['model']}: UE4M3 gap {'inverts' if measured else 'does not invert'} (block {min(gaps)}: "
                      f"{gaps[min(gaps)]:.3f}, best block {best}: {gaps[best]:.3f}); {sum(narrow)} of {len(narrow)} "
                      f"weight tensors invert (median sigma {_median(sigmas.get(s['model'], []))})")
-    claims = [_claim(
+    claims = [checked_claim(
         "perplexity_inversion", "The perplexity gap inverts at small blocks with UE4M3 for models whose tensors "
         "invert (narrow sigma), not for wide ones", "Granite inverts at block 16; Llama-2-7b does not",
         "; ".join(parts), checks,
@@ -144,10 +132,10 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], tensors: Sequence[Mappi
     for s in summaries:
         ue5, ue4 = _gaps(s, "ue5m3"), _gaps(s, "ue4m3")
         if ue5 and ue4:
-            checks.append(not inverts(ue5, tol) and ue5[min(ue5)] <= ue4[min(ue4)] * (1 + tol))
+            checks.append(not gap_inverts(ue5, tol) and ue5[min(ue5)] <= ue4[min(ue4)] * (1 + tol))
             parts.append(f"{s['model']}: UE5M3 gap at block {min(ue5)} {ue5[min(ue5)]:.3f} vs UE4M3 "
-                         f"{ue4[min(ue4)]:.3f}, UE5M3 {'inverts' if inverts(ue5, tol) else 'does not invert'}")
-    claims.append(_claim(
+                         f"{ue4[min(ue4)]:.3f}, UE5M3 {'inverts' if gap_inverts(ue5, tol) else 'does not invert'}")
+    claims.append(checked_claim(
         "ue5m3_removes_perplexity_inversion", "UE5M3 removes the perplexity inversion", "yes", "; ".join(parts),
         checks, f"reproduced iff, for every model, the UE5M3 gap does not invert and at the smallest block it is "
         f"no worse than UE4M3's (within {tol:.0%})", evidence))
@@ -158,7 +146,7 @@ def model_claims(summaries: Sequence[Mapping[str, Any]], tensors: Sequence[Mappi
         wins = [ue5[b] <= ue4s[b] + tol * max(abs(ue4s[b]), abs(ue5[b])) for b in common_blocks]
         checks += wins
         parts.append(f"{s['model']}: UE5M3 <= UE4M3-S at {sum(wins)} of {len(wins)} block sizes")
-    claims.append(_claim(
+    claims.append(checked_claim(
         "ue5m3_matches_ue4m3s", "UE5M3 matches or beats UE4M3 with a per-tensor scale (UE4M3-S), without the "
         "per-tensor pass", "comparable or better (Wiki PPL, PIQA, HellaSwag, ...)", "; ".join(parts), checks,
         f"reproduced iff the UE5M3 gap is <= the UE4M3-S gap (within {tol:.0%}) at every block size of every model",

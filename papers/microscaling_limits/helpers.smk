@@ -1,7 +1,4 @@
 # microscaling_limits: the paper config (validated, profile merged) and the functions its rules call.
-import json
-import shlex
-
 from papers.microscaling_limits.settings import profile_config
 
 
@@ -35,27 +32,13 @@ MSL_FIGURES = [
 ]
 
 
-def msl_json(value):
-    return shlex.quote(json.dumps(value, sort_keys=True))
-
-
 def msl_part(*keys):
     """The config a step depends on: the element and scales plus the named sections."""
-    return msl_json({"element": MSL_ELEMENT, "scales": MSL["scales"], **{k: MSL[k] for k in keys}})
-
-
-def msl_model_dir(wildcards):
-    kind = "base" if wildcards.model in CFG["base_models"] else "external"
-    if kind == "external" and wildcards.model not in CFG["external_models"]:
-        raise ValueError(
-            f"unknown model {wildcards.model!r}: neither a base model ({', '.join(CFG['base_models'])})"
-            f" nor an external model ({', '.join(CFG['external_models'])})"
-        )
-    return f"results/models/{kind}/{wildcards.model}"
+    return json_arg({"element": MSL_ELEMENT, "scales": MSL["scales"], **{k: MSL[k] for k in keys}})
 
 
 def msl_tensor_checkpoint(wildcards):
-    return [] if wildcards.model == "minilm" else msl_model_dir(wildcards)
+    return [] if wildcards.model == "minilm" else model_dir(wildcards)
 
 
 def msl_model_cells(wildcards):

@@ -87,7 +87,7 @@ rule msl_tensors:
 rule msl_ptq_cell:
     """Perplexity cell: every block Linear's weights and activations in FP4 with one scale variant."""
     input:
-        model=msl_model_dir,
+        model=model_dir,
         split=f"data/corpora/{MSL_CORPUS}/{MSL['model']['split']}.jsonl",
     output:
         f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json",
@@ -262,7 +262,7 @@ rule msl_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=msl_json(MSL["claims"]),
+        thresholds=json_arg(MSL["claims"]),
     shell:
         "python -m papers.microscaling_limits claims --config-json {params.thresholds}"
         " --validation {input.validation} --tensors {input.tensors} --models {input.models} --out {output}"
@@ -291,7 +291,7 @@ rule msl_context:
     conda:
         CONDA_ENV
     params:
-        config=msl_json(MSL),
+        config=json_arg(MSL),
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],

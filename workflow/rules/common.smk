@@ -84,3 +84,20 @@ def report_contexts(wildcards):
 
 def report_pages(wildcards):
     return expand("reports/{paper}.html", paper=PAPERS)
+
+
+# papers (papers/*/helpers.smk)
+def json_arg(value):
+    """``value`` as one shell-quoted canonical JSON argument (a rule's --config-json)."""
+    return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def model_dir(wildcards):
+    """``results/models/<base|external>/<model>`` of a ``model`` wildcard (ValueError naming an unknown one)."""
+    kind = "base" if wildcards.model in CFG["base_models"] else "external"
+    if kind == "external" and wildcards.model not in CFG["external_models"]:
+        raise ValueError(
+            f"unknown model {wildcards.model!r}: neither a base model ({', '.join(CFG['base_models'])})"
+            f" nor an external model ({', '.join(CFG['external_models'])})"
+        )
+    return f"results/models/{kind}/{wildcards.model}"

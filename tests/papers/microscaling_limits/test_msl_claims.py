@@ -15,7 +15,7 @@ from msl_testing import (
 )
 
 from common.theory import zero_block_probability
-from papers.microscaling_limits.claims import inverts, model_claims, tensor_claims, theory_claims
+from papers.microscaling_limits.claims import model_claims, tensor_claims, theory_claims
 
 THEORY_IDS = ["theory_matches_simulation", "zero_blocks_drive_reversal", "zero_block_probability"]
 TENSOR_IDS = ["narrow_tensors_invert", "ue5m3_removes_tensor_inversion"]
@@ -211,22 +211,6 @@ def test_tensor_claims_without_tensors_are_not_testable():
     assert claims["ue5m3_removes_tensor_inversion"].measured == (
         "0 of 0 tensors invert with UE5M3; theory's UE5M3 crossover at block None: sigma nan vs the narrowest "
         "tensor's nan")
-
-
-# ------------------------------------------------------------------------------------------------------- inverts
-@pytest.mark.parametrize(("gaps", "tol", "expected"), [
-    ({4: 0.5, 8: 0.25, 16: 0.375}, 0.02, True),
-    ({4: 0.25, 8: 0.375, 16: 0.5}, 0.02, False),
-    ({4: 0.5078125, 8: 0.5}, 2**-6, False),  # exactly tol x best above: a tie
-    ({4: 0.5078125 + 2**-20, 8: 0.5}, 2**-6, True),
-    ({4: -0.4921875, 8: -0.5}, 2**-6, False),  # a negative best gap: tol of its magnitude
-    ({4: -0.4921875 + 2**-20, 8: -0.5}, 2**-6, True),
-    ({16: 0.5, 4: 0.75, 8: 0.25}, 0.0, True),  # the smallest block, not the first key
-    ({4: 0.25}, 0.0, False),
-    ({}, 0.02, False),
-])
-def test_inverts(gaps, tol, expected):
-    assert inverts(gaps, tol) is expected
 
 
 # ---------------------------------------------------------------------------------------------------- perplexity
