@@ -27,7 +27,7 @@ headroom.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -151,22 +151,24 @@ def saturation_metrics(trace: Sequence[float] | np.ndarray, prediction: Sequence
 
 
 def observer_study(kinds: Iterable[str] = TRACE_KINDS, observers: Iterable[str] = DEFAULT_OBSERVERS,
-                   steps: int = 500, seed: int = 0) -> list[dict[str, Any]]:
+                   steps: int = 500, seed: int = 0,
+                   observer_options: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per (kind, observer), kinds outer: ``kind``, ``observer``, ``steps``, ``seed`` and the
     :func:`saturation_metrics` (:data:`METRICS`) of :func:`run_observer` on ``amax_trace(kind, steps, seed=seed)``
-    (every trace with its default options) through ``make_observer(observer)`` (the defaults of
-    ``common.observers``: ``window=64``, ``alpha=0.1``). The spike metrics are filled for :data:`SPIKE_KINDS` and
-    None otherwise. ValueError naming a bad kind, observer, ``steps`` or ``seed`` (before any replay).
+    (every trace with its default options) through ``make_observer(observer, **observer_options.get(observer,
+    {}))`` (without options, the defaults of ``common.observers``: ``window=64``, ``alpha=0.1``). The spike metrics
+    are filled for :data:`SPIKE_KINDS` and None otherwise. ValueError naming a bad kind, observer, option, ``steps``
+    or ``seed`` (before any replay).
     """
-    kinds, observers = list(kinds), list(observers)
+    kinds, observers, options = list(kinds), list(observers), dict(observer_options or {})
     traces = {kind: _trace(kind, steps, seed, {}) for kind in kinds}
     for name in observers:
-        make_observer(name)
+        make_observer(name, **options.get(name, {}))
     rows = []
     for kind, (trace, spike_mask) in traces.items():
         spikes = np.flatnonzero(spike_mask) if kind in SPIKE_KINDS else None
         for name in observers:
-            result = run_observer(trace, name, spikes=spikes)
+            result = run_observer(trace, name, spikes=spikes, **options.get(name, {}))
             rows.append({"kind": kind, "observer": name, "steps": steps, "seed": seed,
                          **{metric: result[metric] for metric in METRICS}})
     return rows

@@ -9,6 +9,7 @@ Corpus splits and their token streams come from ``common.data``:
 >>> perplexity(model, stream, window=512, stride=256)["perplexity"]             # doctest: +SKIP
 """
 
+from .cli import evaluate_checkpoint
 from .fake_quant import fake_quant_perplexity, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
@@ -21,6 +22,7 @@ __all__ = [
     "build_cloze_task",
     "describe_model",
     "encode_pair",
+    "evaluate_checkpoint",
     "evaluation_record",
     "fake_quant_perplexity",
     "file_summary",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -72,45 +73,59 @@ def _require(kind: str, path: Path | None, folder: bool = False) -> None:
         raise ValueError(f"{kind} {str(path)!r} is not {'a folder' if folder else 'a file'}")
 
 
+def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[str], *, window: int, stride: int,
+                        tokenizer: str | os.PathLike[str] | None = None, cloze: str | os.PathLike[str] | None = None,
+                        choice: str | os.PathLike[str] | None = None, max_tokens: int | None = None,
+                        batch_size: int = 1, quantization: dict[str, Any] | None = None,
+                        device: str = "cpu") -> dict[str, Any]:
+    """The evaluation record of checkpoint ``model`` (tokenizer: ``tokenizer`` or the model folder): strided
+    perplexity on the first ``max_tokens`` tokens of ``split`` and the zero-shot ``cloze``/``choice`` tasks given.
+    ``quantization`` is recorded (default: the checkpoint's own quantization config). ValueError naming a missing
+    path or a bad value, before any scoring."""
+    model, split = Path(model), Path(split)
+    tokenizer = model if tokenizer is None else Path(tokenizer)
+    _require("--model", model, folder=True)
+    _require("--tokenizer", tokenizer, folder=True)
+    for kind, path in (("--split", split), ("--cloze", cloze), ("--choice", choice)):
+        _require(kind, None if path is None else Path(path))
+    if max_tokens is not None and max_tokens < window:
+        raise ValueError(f"--max-tokens {max_tokens} is shorter than --window {window}")
+    start = time.perf_counter()
+    docs = read_jsonl(split)
+    tasks = {kind: (Path(path), read_task(path)) for kind, path in (("cloze", cloze), ("choice", choice)) if path}
+    loaded_tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+    network = load_causal_lm(model).to(device)
+    if quantization is None and is_quantized_checkpoint(model):
+        quantization = read_quantization_config(model)
+    stream = token_stream(loaded_tokenizer, docs)
+    if max_tokens is not None:
+        stream = stream[:max_tokens]
+    metrics = {"perplexity": perplexity(network, stream, window=window, stride=stride, batch_size=batch_size)}
+    data: dict[str, Any] = {
+        "split": {**file_summary(split), "documents": len(docs), "tokens": stream.numel(), "max_tokens": max_tokens},
+        "window": window,
+        "stride": stride,
+    }
+    scorers = {"cloze": score_cloze, "choice": score_choice}
+    for kind, (path, examples) in tasks.items():
+        metrics[kind] = scorers[kind](network, loaded_tokenizer, examples, batch_size=batch_size)
+        data[kind] = {**file_summary(path), "examples": len(examples)}
+    info = {**describe_model(network, model), "tokenizer": str(tokenizer)}
+    return evaluation_record(info, quantization, data, metrics, wall_time_s=time.perf_counter() - start)
+
+
 def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
-    _require("--model", args.model, folder=True)
-    _require("--tokenizer", args.tokenizer, folder=True)
-    for kind, path in (("--split", args.split), ("--cloze", args.cloze), ("--choice", args.choice),
-                       ("--quantization", args.quantization)):
-        _require(kind, path)
+    _require("--quantization", args.quantization)
     quantization = None
     if args.quantization is not None:
         try:
             quantization = json.loads(args.quantization.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise ValueError(f"--quantization {str(args.quantization)!r} is not valid JSON ({err.msg})") from None
-
-    start = time.perf_counter()
-    docs = read_jsonl(args.split)
-    tasks = {kind: read_task(path) for kind, path in (("cloze", args.cloze), ("choice", args.choice)) if path}
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    model = load_causal_lm(args.model).to(args.device)
-    if quantization is None and is_quantized_checkpoint(args.model):
-        quantization = read_quantization_config(args.model)
-    stream = token_stream(tokenizer, docs)
-    if args.max_tokens is not None:
-        if args.max_tokens < args.window:
-            raise ValueError(f"--max-tokens {args.max_tokens} is shorter than --window {args.window}")
-        stream = stream[: args.max_tokens]
-    metrics = {"perplexity": perplexity(model, stream, window=args.window, stride=args.stride,
-                                        batch_size=args.batch_size)}
-    data: dict[str, Any] = {
-        "split": {**file_summary(args.split), "documents": len(docs), "tokens": stream.numel(),
-                  "max_tokens": args.max_tokens},
-        "window": args.window,
-        "stride": args.stride,
-    }
-    scorers = {"cloze": score_cloze, "choice": score_choice}
-    for kind, examples in tasks.items():
-        metrics[kind] = scorers[kind](model, tokenizer, examples, batch_size=args.batch_size)
-        data[kind] = {**file_summary(getattr(args, kind)), "examples": len(examples)}
-    info = {**describe_model(model, args.model), "tokenizer": str(args.tokenizer)}
-    return evaluation_record(info, quantization, data, metrics, wall_time_s=time.perf_counter() - start)
+    return evaluate_checkpoint(args.model, args.split, window=args.window, stride=args.stride,
+                               tokenizer=args.tokenizer, cloze=args.cloze, choice=args.choice,
+                               max_tokens=args.max_tokens, batch_size=args.batch_size, quantization=quantization,
+                               device=args.device)
 
 
 def _build_tasks(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     quantize.add_argument("--exclude", default=None, help="regex of module names to leave alone")
     quantize.add_argument("--skip-first", type=int, default=0, help="leave the first K blocks alone")
     quantize.add_argument("--skip-last", type=int, default=0, help="leave the last M blocks alone")
+    quantize.add_argument("--skip-proportion", type=float, nargs=2, metavar=("FIRST", "LAST"), default=None,
+                          help="leave the first and last fractions of the blocks alone, rounded to the nearest "
+                               "block (instead of --skip-first/--skip-last), e.g. 0.1154 0.0769 = 3 and 2 of 26")
     quantize.add_argument("--out", required=True, help="output folder (replaced atomically)")
     return parser
 
@@ -78,7 +81,7 @@ def quantize_command(args: argparse.Namespace) -> dict[str, object]:
     if any((model_dir / name).is_file() for name in TOKENIZER_FILES):
         tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     names = select_linears(model, include=args.include, exclude=args.exclude, skip_first=args.skip_first,
-                           skip_last=args.skip_last)
+                           skip_last=args.skip_last, skip_proportion=args.skip_proportion)
     out = save_quantized_checkpoint(model, tokenizer, recipe, names, args.out)
     summary = {"out": str(out), "source": str(model_dir), "recipe": recipe.to_dict(), "modules": len(names),
                **size_report(model, out)}

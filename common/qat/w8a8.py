@@ -247,8 +247,10 @@ class W8A8Handle:
         return self.layers[name].quantizers[role].observer
 
     def state_dict(self) -> dict[str, Any]:
-        """Switches, step and every observer's state (for a resumable training checkpoint; not the telemetry)."""
+        """Switches, step, telemetry rows and every observer's state (a resumable training checkpoint: a resumed run
+        ends with the telemetry of every step)."""
         return {"enabled": {name: layer.enabled for name, layer in self.layers.items()}, "step": self.telemetry.step,
+                "telemetry": [dict(row) for row in self.telemetry.rows],
                 "observers": {f"{name}::{role}": q.observer.state_dict()
                               for name, layer in self.layers.items() for role, q in layer.quantizers.items()}}
 
@@ -258,6 +260,7 @@ class W8A8Handle:
             for role, quantizer in layer.quantizers.items():
                 quantizer.observer.load_state_dict(state["observers"][f"{name}::{role}"])
         self.telemetry.step = int(state["step"])
+        self.telemetry.rows = [dict(row) for row in state["telemetry"]]
 
     def remove(self) -> None:
         """Give every module back its class's forward (idempotent); parameters were never touched."""

@@ -7,8 +7,8 @@ history and switch HiF8 on. "BF16" means unquantized here: the disabled layers r
 ``BF16Warmup(handle, W)``: steps ``0 .. W-1`` run with plain Linear layers (no quantization, no observer updates);
 at the start of step ``W`` every observer is reset and quantization is switched on (``handle.enable()``). Every
 step first sets the telemetry step (``handle.step(step)``). A run resumed from a checkpoint after step ``W`` gets the
-observers' history back through ``state_dict`` / ``load_state_dict`` (the training loop's hooks state); the
-in-memory telemetry starts empty.
+observers' history and the telemetry rows so far back through ``state_dict`` / ``load_state_dict`` (the training
+loop's hooks state).
 """
 
 from __future__ import annotations

@@ -202,11 +202,16 @@ def _truncate_log(path: Path, fields_: tuple[str, ...], last_step: int) -> None:
 
 
 def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfig, run_dir: str | Path, *,
-          val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None) -> dict[str, Any]:
+          val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None,
+          stale_checkpoint: str = "error") -> dict[str, Any]:
     """Train ``model`` in place; logs and checkpoints go to ``run_dir``. Returns a summary dict.
 
-    A ``run_dir/checkpoint.pt`` from an earlier run with the same config is resumed from.
+    A ``run_dir/checkpoint.pt`` from an earlier run with the same config is resumed from. One written by another
+    configuration (or world size) is a ValueError with ``stale_checkpoint="error"`` and is ignored (the run starts
+    over and replaces it) with ``"restart"``, e.g. for a pipeline step whose parameters changed.
     """
+    if stale_checkpoint not in ("error", "restart"):
+        raise ValueError(f"stale_checkpoint must be 'error' or 'restart', got {stale_checkpoint!r}")
     hooks = hooks or Hooks()
     run_dir = Path(run_dir)
     rank, world, device = _distributed()
@@ -218,11 +223,13 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfi
     sampler = SequenceSampler(train_tokens, config.seq_len, config.seed)
     checkpoint_path = run_dir / "checkpoint.pt"
     start_step = 0
-    if checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
-        if state["config"] != asdict(config) or state["world_size"] != world:
+    state = torch.load(checkpoint_path, map_location=device, weights_only=False) if checkpoint_path.exists() else None
+    if state is not None and (state["config"] != asdict(config) or state["world_size"] != world):
+        if stale_checkpoint == "error":
             raise ValueError(f"checkpoint {checkpoint_path} was written by another configuration; remove it "
                              "to start over")
+        state = None
+    if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         hooks.load_state_dict(state["hooks"])

@@ -4,9 +4,11 @@ either unquantized (the BF16 baseline; "BF16" = the model's own precision) or wi
 the first 3 and last 2 of 26 blocks, or the same proportion, left unquantized) with one amax observer and an
 optional BF16 warmup of ``warmup_steps`` optimizer steps (:class:`common.qat.BF16Warmup`).
 
-Outputs: the trained checkpoint (``lowbit_metadata.json`` records the run and its saturation summary), and in
-``run_dir`` the training logs of :func:`common.train.train`, ``telemetry.csv`` (one row per quantized layer, tensor
-role and step) and ``saturation.json`` (:func:`saturation_summary`).
+A run resumes from ``run_dir/checkpoint.pt`` after a kill (the telemetry too); a checkpoint of another
+configuration (e.g. another profile) is ignored and the run starts over. Outputs: the trained checkpoint
+(``lowbit_metadata.json`` records the run and its saturation summary), and in ``run_dir`` the training logs of
+:func:`common.train.train`, ``telemetry.csv`` (one row per quantized layer, tensor role and step; the header alone
+for the baseline) and ``saturation.json`` (:func:`saturation_summary`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from common.data import read_jsonl, token_stream
-from common.io import write_json
+from common.io import atomic_path, write_json
 from common.models import count_parameters, load_model, save_checkpoint
 from common.observers import OBSERVER_NAMES
-from common.qat import BF16Warmup, attach_w8a8, w8a8_selection
+from common.qat import TELEMETRY_FIELDS, BF16Warmup, attach_w8a8, w8a8_selection
 from common.train import TrainConfig, train
 
 
@@ -64,13 +66,17 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
         handle = attach_w8a8(model, layers, fmt=fmt, observer=observer, observer_options=dict(observer_options or {}),
                              max_val=max_val)
         hooks = BF16Warmup(handle, warmup_steps)
-    summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=hooks)
+    summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=hooks,
+                    stale_checkpoint="restart")
     saturation = {}
     if handle is not None:
         rows = handle.telemetry_rows()
         handle.write_telemetry(run_dir / "telemetry.csv")
         saturation = saturation_summary(rows)
         handle.remove()  # the checkpoint holds the latent (unquantized) weights; quantization is a later step
+    else:  # every run has the same files: the baseline's telemetry is the header alone
+        with atomic_path(run_dir / "telemetry.csv") as tmp:
+            tmp.write_text(",".join(TELEMETRY_FIELDS) + "\n", encoding="utf-8")
     write_json(run_dir / "saturation.json", saturation)
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),
                 "parameters": count_parameters(model), "training": summary,

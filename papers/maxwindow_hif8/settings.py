@@ -15,7 +15,7 @@ from typing import Any
 from common.config import active_profile
 from common.formats import FORMATS
 from common.observers import OBSERVER_NAMES
-from common.ptq import QuantSpec
+from common.ptq import QuantRecipe
 from common.registry import lookup
 from common.train import TrainConfig
 
@@ -25,14 +25,14 @@ RUN = re.compile(r"(?:bf16-lr(?P<bf16_rate>high|low))|(?:(?P<observer>[a-z_]+)-l
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
     """The study config of ``profile``, checked beyond the schema (format, warmup within the run, the train
-    fields and the checkpoint spec are valid), ValueError naming the offending key."""
+    fields and the checkpoint recipe are valid), ValueError naming the offending key."""
     active = active_profile(config, profile, KEY)
     lookup(FORMATS, active["format"], "format", f"{KEY}.format")
     if active["bf16_warmup_steps"] >= active["train"]["max_steps"]:
         raise ValueError(f"{KEY}.bf16_warmup_steps {active['bf16_warmup_steps']} must be below train.max_steps "
                          f"{active['train']['max_steps']}")
     train_config(active, "low")
-    QuantSpec.from_dict(active["checkpoint_quantization"])
+    QuantRecipe.from_dict(active["checkpoint_quantization"])
     return active
 
 

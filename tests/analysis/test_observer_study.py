@@ -235,6 +235,15 @@ def test_observer_study_rows():
     assert rows[2]["recurring_spike_saturations"] is None
 
 
+def test_observer_study_observer_options():
+    # spikes every 20 steps: a 16-step window forgets each spike before the next one, a 64-step window does not
+    rows = observer_study(["spikes"], ["max_window"], steps=200, observer_options={"max_window": {"window": 16}})
+    assert rows[0]["spike_saturations"] == rows[0]["spike_count"] == 10
+    assert observer_study(["spikes"], ["max_window"], steps=200)[0]["spike_saturations"] == 1
+    with pytest.raises(ValueError, match="window"):
+        observer_study(["spikes"], ["max_window"], observer_options={"max_window": {"window": 0}})
+
+
 def test_observer_study_defaults_and_determinism():
     rows = observer_study(steps=120)
     assert len(rows) == len(TRACE_KINDS) * len(DEFAULT_OBSERVERS)

@@ -56,6 +56,14 @@ def test_quantize_json_recipe_and_include(tmp_path, model_dir, capsys):
         f"model.layers.{i}.self_attn.o_proj" for i in range(6)]
 
 
+def test_quantize_skip_proportion_rounds_to_blocks(tmp_path, model_dir, capsys):
+    out = tmp_path / "out"
+    main(["quantize", "--model", str(model_dir), "--recipe", "NVFP4", "--skip-proportion", str(3 / 26), str(2 / 26),
+          "--out", str(out)])
+    assert json.loads(capsys.readouterr().out)["modules"] == 15  # 6 blocks: skip round(0.69) = 1 and round(0.46) = 0
+    assert json.loads((out / "quantization_config.json").read_text())["modules"] == mlp_names(range(1, 6))
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--model", "{missing}", "--recipe", "NVFP4"], "--model '.*missing' is not a Hugging Face checkpoint folder"),
     (["--recipe", "NVFP9"], "unknown recipe 'NVFP9'; valid: a name \\(MXFP4, .*NVFP4"),
@@ -67,6 +75,7 @@ def test_quantize_json_recipe_and_include(tmp_path, model_dir, capsys):
      "--activations applies to named recipes"),
     (["--recipe", "NVFP4", "--out", "{model}"], "--out '.*tiny' is the --model folder"),
     (["--recipe", "NVFP4", "--include", "nothing$"], "no nn.Linear module matches include='nothing\\$'"),
+    (["--recipe", "NVFP4", "--skip-first", "1", "--skip-proportion", "0.1", "0"], "give skip_proportion=.* not both"),
 ])
 def test_bad_input_exits_naming_the_value(tmp_path, model_dir, capsys, args, message):
     args = [arg.replace("{missing}", str(tmp_path / "missing")).replace("{model}", str(model_dir)) for arg in args]

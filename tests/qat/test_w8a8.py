@@ -233,6 +233,9 @@ def test_bf16_warmup_state_round_trip():
     resumed.on_train_start(other, 1)
     assert other_handle.enabled
     assert [other_handle.observer("0", r).predict() for r in ROLES] == [7.5, 3.75, 1.875]
+    assert other_handle.telemetry_rows() == handle.telemetry_rows()  # a resumed run keeps the telemetry so far
+    assert [(row["role"], row["amax"]) for row in other_handle.telemetry_rows()] == list(
+        zip(ROLES, [7.5, 3.75, 1.875], strict=True))
     with pytest.raises(ValueError, match="warmup_steps must be an integer >= 0, got -1"):
         BF16Warmup(handle, -1)
 

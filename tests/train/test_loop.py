@@ -101,6 +101,24 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
         train(model, tokens, TrainConfig(max_steps=6, seq_len=16, micro_batch_size=2, lr=1e-2), tmp_path)
 
 
+def test_stale_checkpoint_restart_starts_over(tmp_path):
+    config = TrainConfig(max_steps=6, seq_len=16, micro_batch_size=2, checkpoint_every=2, progress=False)
+    other = TrainConfig(max_steps=4, seq_len=16, micro_batch_size=2, lr=1e-2, progress=False)
+    _, tokens, model = tiny_setup()
+    with pytest.raises(KeyboardInterrupt):
+        train(model, tokens, config, tmp_path / "run", hooks=Crash(at_step=3))
+    _, _, restarted = tiny_setup()
+    summary = train(restarted, tokens, other, tmp_path / "run", stale_checkpoint="restart")
+    assert summary["resumed_from"] == 0
+    _, _, fresh = tiny_setup()
+    train(fresh, tokens, other, tmp_path / "fresh")
+    for name, value in fresh.state_dict().items():
+        assert torch.equal(value, restarted.state_dict()[name]), name
+    assert [int(r["step"]) for r in read_log(tmp_path / "run" / "train_log.csv")] == list(range(4))
+    with pytest.raises(ValueError, match="stale_checkpoint must be 'error' or 'restart', got 'keep'"):
+        train(fresh, tokens, other, tmp_path / "x", stale_checkpoint="keep")
+
+
 @pytest.mark.slow
 def test_ddp_two_processes_match_one(tmp_path):
     worker = Path(__file__).parent / "ddp_worker.py"

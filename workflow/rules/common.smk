@@ -74,6 +74,8 @@ def quantization_args(name):
     for key in ("skip_first", "skip_last"):
         if entry.get(key):
             args.append(f"--{key.replace('_', '-')} {int(entry[key])}")
+    if entry.get("skip_proportion"):
+        args.append("--skip-proportion " + " ".join(repr(float(v)) for v in entry["skip_proportion"]))
     return " ".join(args)
 
 

@@ -1,10 +1,11 @@
 # Evaluation: strided perplexity on a split plus the zero-shot tasks built from the corpus's held-out test split.
-# Any model under results/models/ (base, external, quantized/<name>/...) can be evaluated:
+# Any model under results/models/ (base, external, trained/<paper>/<run>, quantized/<name>/...) can be evaluated:
 #   results/eval/<model path under results/models>/<corpus>-<split>.json
 
 
 wildcard_constraints:
-    model_path=r"(base|external|quantized/[A-Za-z0-9_.+-]+/(base|external))/[A-Za-z0-9_]+",
+    model_path=r"((quantized/[A-Za-z0-9_.+-]+/)?(base|external)/[A-Za-z0-9_]+)"
+    r"|((quantized/[A-Za-z0-9_.+-]+/)?trained/[A-Za-z0-9_]+/[A-Za-z0-9_.+-]+)",
     split="train|validation|test",
 
 

@@ -10,6 +10,7 @@ from common.data.documents import Document
 from common.data.tokenizer import train_tokenizer
 from common.io import write_jsonl
 from common.models import build_model, load_model, save_checkpoint
+from common.qat import TELEMETRY_FIELDS
 from common.train import TrainConfig
 from papers.maxwindow_hif8.run import qat_run, saturation_summary
 
@@ -51,12 +52,12 @@ def test_qat_run_quantizes_from_the_warmup_step(setup, tmp_path):
     assert meta["training"]["steps"] == 6
 
 
-def test_bf16_baseline_has_no_telemetry(setup, tmp_path):
+def test_bf16_baseline_has_empty_telemetry(setup, tmp_path):
     meta = qat_run(setup / "base", setup / "train.jsonl", None, config(), tmp_path / "run", tmp_path / "out",
                    observer=None)
     assert meta["qat"]["layers"] == []
     assert meta["qat"]["saturation"] == {}
-    assert not (tmp_path / "run" / "telemetry.csv").exists()
+    assert (tmp_path / "run" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
 
 
 def test_bad_arguments_name_the_value(setup, tmp_path):

@@ -24,7 +24,7 @@ def test_every_profile_validates(raw, profile):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
     validate(active, SCHEMA)
-    assert len(run_names(active)) == 18
+    assert len(run_names(active)) == 2 + 4 * len(active["observers"])  # 18 with every observer, 10 in smoke
 
 
 def test_a_wrong_key_is_named(raw):

@@ -1,0 +1,149 @@
+"""``python -m papers.maxwindow_hif8 <step>``: the thin steps the Snakemake rules run (read inputs, call the
+package, write the output atomically). ``--config-json`` is the profile's study config (or the part a step needs).
+
+Artifact layout the steps read by path: a run's logs in ``<runs>/<run>/`` (``train_log.csv``, ``saturation.json``,
+``train_summary.json``, ``telemetry.csv``) and its evaluations in ``<eval>/<precision>/<run>/<role>.json`` with
+precision ``hif8`` or ``bf16`` and role ``pretrain`` or ``shift``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.cli import require_paths, run_step
+from common.config import json_object
+from common.io import read_json, write_json
+
+
+def train_run(args: argparse.Namespace) -> None:
+    from .run import qat_run
+    from .settings import run_settings, train_config
+
+    config = json_object(args.config_json)
+    settings = run_settings(config, args.run_name)
+    require_paths({"--init": args.init, "--train": args.train, "--validation": args.validation})
+    qat_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed), args.run_dir,
+            args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"], fmt=config["format"],
+            observer_options=settings["observer_options"], max_val=config["max_val"])
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    from common.eval import evaluate_checkpoint, write_evaluation
+
+    settings = json_object(args.config_json)
+    options = {k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")}
+    pretrain = evaluate_checkpoint(args.model, args.pretrain, cloze=args.cloze, choice=args.choice, **options)
+    shift = evaluate_checkpoint(args.model, args.shift, **options)
+    write_evaluation(args.out_pretrain, pretrain)
+    write_evaluation(args.out_shift, shift)
+
+
+def summary(args: argparse.Namespace) -> None:
+    from .study import study_summary
+
+    logs = {Path(p).parent.name: p for p in args.logs}
+    saturation = {run: read_json(Path(p).with_name("saturation.json")) for run, p in logs.items()}
+    seconds = {run: read_json(Path(p).with_name("train_summary.json"))["seconds"] for run, p in logs.items()}
+    evaluations = {}
+    for path in args.evaluations:
+        parts = Path(path).with_suffix("").parts
+        evaluations["/".join(parts[-3:])] = read_json(path)
+    write_json(args.out, study_summary(json_object(args.config_json), logs, saturation, evaluations, seconds))
+
+
+def observer_study(args: argparse.Namespace) -> None:
+    from .study import observer_cell
+
+    write_json(args.out, observer_cell(json_object(args.config_json)))
+
+
+def figure(args: argparse.Namespace) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")  # files only: never open a window
+    import pandas as pd
+
+    from common.report.figures import save_figure
+
+    from . import figures
+
+    if args.kind == "saturation":
+        frames = {Path(p).parent.name.split("-lr")[0]: pd.read_csv(p) for p in args.inputs}
+        fig = figures.plot_saturation(frames, args.warmup)
+    else:
+        data = read_json(args.inputs[0])
+        fig = {"loss-curves": figures.plot_loss_curves, "downstream": figures.plot_downstream,
+               "forgetting": figures.plot_forgetting, "observer-study": figures.plot_observer_study}[args.kind](data)
+    save_figure(fig, args.png, args.pdf)
+
+
+def claims(args: argparse.Namespace) -> None:
+    from .claims import study_claims
+
+    rows = study_claims(read_json(args.summary), read_json(args.observer_study), json_object(args.config_json),
+                        args.summary, args.observer_study)
+    write_json(args.out, [c.to_dict() for c in rows])
+
+
+def context(args: argparse.Namespace) -> None:
+    from common.report import figure_entries, training_seconds
+
+    from .context import build_context
+    from .figures import caption
+
+    config = json_object(args.config_json)
+    study = read_json(args.summary)
+    stages = {f"continual pretraining, {r['run']}": r["train_seconds"] for r in study["runs"]}
+    stages |= training_seconds(args.base_model_metadata)
+    cited = [*args.cited, args.summary, args.observer_study, args.claims]
+    write_json(args.out, build_context(
+        config=config, profile=args.profile, summary=study, cell=read_json(args.observer_study),
+        claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
+        rerun_examples=args.rerun_example,
+        seeds={"training data order": args.seed, "observer study": config["observer_study"]["seed"],
+               "workflow": args.seed}, stage_seconds=stages))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m papers.maxwindow_hif8", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, run, help_text: str, *flags: tuple[str, dict]) -> None:
+        p = sub.add_parser(name, help=help_text)
+        for flag, options in flags:
+            p.add_argument(flag, **options)
+        p.set_defaults(run=run)
+
+    req = {"required": True}
+    many = {"nargs": "+", "required": True}
+    command("train", train_run, "one continual-pretraining run (BF16 or HiF8 W8A8 QAT)", ("--config-json", req),
+            ("--run", {"dest": "run_name", "required": True}), ("--seed", {"type": int, "default": 0}),
+            ("--init", req), ("--train", req),
+            ("--validation", req), ("--run-dir", req), ("--out", req))
+    command("evaluate", evaluate, "one model on both corpora (the zero-shot tasks on the pretraining corpus)",
+            ("--config-json", req), ("--model", req), ("--pretrain", req), ("--shift", req), ("--cloze", req),
+            ("--choice", req), ("--out-pretrain", req), ("--out-shift", req))
+    command("summary", summary, "the study's summary over every run", ("--config-json", req), ("--logs", many),
+            ("--evaluations", many), ("--out", req))
+    command("observer-study", observer_study, "the synthetic observer study", ("--config-json", req), ("--out", req))
+    command("figure", figure, "one figure as PNG and PDF",
+            ("kind", {"choices": ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]}),
+            ("--inputs", many), ("--warmup", {"type": int, "default": 0}), ("--png", req), ("--pdf", req))
+    command("claims", claims, "the claims table", ("--config-json", req), ("--summary", req),
+            ("--observer-study", req), ("--out", req))
+    command("context", context, "the report context", ("--config-json", req), ("--profile", req),
+            ("--seed", {"type": int, "required": True}), ("--summary", req), ("--observer-study", req),
+            ("--claims", req), ("--figures", many), ("--cited", {"nargs": "*", "default": []}),
+            ("--base-model-metadata", {"nargs": "*", "default": []}),
+            ("--rerun-example", {"nargs": "*", "default": []}), ("--out", req))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_step(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+# Max-Window HiF8 W8A8 QAT: 18 continual-pretraining runs (every observer x learning rate x BF16 warmup, and a
+# BF16 baseline per learning rate), each checkpoint-quantized by the shared rule and evaluated on both corpora;
+# the study summary, the synthetic observer study, figures (one rule each), claims and the report context that
+# workflow/rules/report.smk renders to reports/maxwindow_hif8.html. Every run is a file target, e.g.
+#   results/models/trained/maxwindow_hif8/max_window-lrlow-w40
+#   results/maxwindow_hif8/eval/hif8/max_window-lrlow-w40/pretrain.json
+include: "helpers.smk"
+
+
+wildcard_constraints:
+    mw_run=r"bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+",
+
+
+rule mw_train:
+    """One run: continual pretraining of the base model on the shift corpus, BF16 or HiF8 W8A8 QAT (resumable:
+    rerunning after a kill continues from the run's checkpoint.pt)."""
+    input:
+        init=f"results/models/base/{CFG['base_model']}",
+        train=f"data/corpora/{MW_CORPORA['shift']}/train.jsonl",
+        validation=f"data/corpora/{MW_CORPORA['shift']}/validation.jsonl",
+    output:
+        model=directory(f"{MW_TRAINED}/{{mw_run}}"),
+        log=f"{MW_DIR}/runs/{{mw_run}}/train_log.csv",
+        summary=f"{MW_DIR}/runs/{{mw_run}}/train_summary.json",
+        saturation=f"{MW_DIR}/runs/{{mw_run}}/saturation.json",
+        telemetry=f"{MW_DIR}/runs/{{mw_run}}/telemetry.csv",
+    log:
+        f"{MW_DIR}/runs/{{mw_run}}/stderr.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=mw_run_config,
+        seed=CFG["seed"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 train --config-json {params.config}"
+        " --run {wildcards.mw_run} --seed {params.seed} --init {input.init} --train {input.train}"
+        " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
+
+
+rule mw_evaluate:
+    """One model on the held-out test splits of both corpora (perplexity), plus the zero-shot tasks of the
+    pretraining corpus. precision hif8 = after the shared checkpoint quantization, bf16 = as trained; run base =
+    the model before continual pretraining."""
+    input:
+        model=mw_eval_model,
+        pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
+        shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
+        cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
+        choice=f"results/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
+    output:
+        pretrain=f"{MW_DIR}/eval/{{precision}}/{{run}}/pretrain.json",
+        shift=f"{MW_DIR}/eval/{{precision}}/{{run}}/shift.json",
+    log:
+        "logs/maxwindow_hif8/eval/{precision}/{run}.log",
+    wildcard_constraints:
+        precision="hif8|bf16",
+        run=r"base|bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        eval=json_arg(MW["eval"]),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 evaluate --config-json {params.eval}"
+        " --model {input.model} --pretrain {input.pretrain} --shift {input.shift} --cloze {input.cloze}"
+        " --choice {input.choice} --out-pretrain {output.pretrain} --out-shift {output.shift} > {log} 2>&1"
+
+
+rule mw_summary:
+    """The study's summary: loss APE, downstream metrics and drops vs BF16, saturation per run."""
+    input:
+        logs=mw_run_files("train_log.csv"),
+        summaries=mw_run_files("train_summary.json"),
+        saturation=mw_run_files("saturation.json"),
+        evaluations=MW_EVALUATIONS,
+    output:
+        f"{MW_DIR}/summary.json",
+    log:
+        "logs/maxwindow_hif8/summary.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=MW_GRID,
+    shell:
+        "python -m papers.maxwindow_hif8 summary --config-json {params.config} --logs {input.logs}"
+        " --evaluations {input.evaluations} --out {output} > {log} 2>&1"
+
+
+rule mw_observer_study:
+    """The synthetic observer study: amax traces with spikes, drift and oscillation through every observer."""
+    output:
+        f"{MW_DIR}/observer_study.json",
+    log:
+        "logs/maxwindow_hif8/observer_study.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg({k: MW[k] for k in ("observers", "observer_options", "observer_study")}),
+    shell:
+        "python -m papers.maxwindow_hif8 observer-study --config-json {params.config} --out {output} > {log} 2>&1"
+
+
+rule mw_figure_summary:
+    """Figure from the study summary: loss curves, downstream drops, or forgetting vs learning."""
+    input:
+        f"{MW_DIR}/summary.json",
+    output:
+        png=report(
+            f"{MW_DIR}/figures/{{figure}}.png",
+            caption="report/summary_figure.rst",
+            category="Max-Window HiF8",
+            subcategory="{figure}",
+        ),
+        pdf=f"{MW_DIR}/figures/{{figure}}.pdf",
+    log:
+        "logs/maxwindow_hif8/figures/{figure}.log",
+    wildcard_constraints:
+        figure="loss-curves|downstream|forgetting",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.maxwindow_hif8 figure {wildcards.figure} --inputs {input} --png {output.png}"
+        " --pdf {output.pdf} > {log} 2>&1"
+
+
+rule mw_figure_saturation:
+    """Figure: the fraction of saturating layers per step and role, per observer (low lr, with warmup)."""
+    input:
+        expand(f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/telemetry.csv", observer=MW["observers"]),
+    output:
+        png=report(
+            f"{MW_DIR}/figures/saturation.png",
+            caption="report/saturation.rst",
+            category="Max-Window HiF8",
+            subcategory="saturation",
+        ),
+        pdf=f"{MW_DIR}/figures/saturation.pdf",
+    log:
+        "logs/maxwindow_hif8/figures/saturation.log",
+    conda:
+        CONDA_ENV
+    params:
+        warmup=MW["bf16_warmup_steps"],
+    shell:
+        "python -m papers.maxwindow_hif8 figure saturation --inputs {input} --warmup {params.warmup}"
+        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+
+
+rule mw_figure_observer_study:
+    """Figure: synthetic amax traces and every observer's delayed prediction."""
+    input:
+        f"{MW_DIR}/observer_study.json",
+    output:
+        png=report(
+            f"{MW_DIR}/figures/observer-study.png",
+            caption="report/observer_study.rst",
+            category="Max-Window HiF8",
+            subcategory="observer study",
+        ),
+        pdf=f"{MW_DIR}/figures/observer-study.pdf",
+    log:
+        "logs/maxwindow_hif8/figures/observer-study.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.maxwindow_hif8 figure observer-study --inputs {input} --png {output.png}"
+        " --pdf {output.pdf} > {log} 2>&1"
+
+
+rule mw_claims:
+    """The claims table: every claim checked against the summary and the observer study by its stated rule."""
+    input:
+        summary=f"{MW_DIR}/summary.json",
+        observers=f"{MW_DIR}/observer_study.json",
+    output:
+        report(f"{MW_DIR}/claims.json", caption="report/claims.rst", category="Max-Window HiF8"),
+    log:
+        "logs/maxwindow_hif8/claims.log",
+    conda:
+        CONDA_ENV
+    params:
+        thresholds=json_arg(MW["claims"]),
+    shell:
+        "python -m papers.maxwindow_hif8 claims --config-json {params.thresholds} --summary {input.summary}"
+        " --observer-study {input.observers} --out {output} > {log} 2>&1"
+
+
+rule mw_context:
+    """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
+    input:
+        summary=f"{MW_DIR}/summary.json",
+        observers=f"{MW_DIR}/observer_study.json",
+        claims=f"{MW_DIR}/claims.json",
+        figures=expand(f"{MW_DIR}/figures/{{figure}}.{{ext}}", figure=MW_FIGURES, ext=("png", "pdf")),
+        evaluations=MW_EVALUATIONS,
+        logs=mw_run_files("train_log.csv"),
+        saturation=mw_run_files("saturation.json"),
+        telemetry=mw_run_files("telemetry.csv"),
+    output:
+        f"{MW_DIR}/report/context.json",
+    log:
+        "logs/maxwindow_hif8/context.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg(MW),
+        profile=config["profile"],
+        seed=CFG["seed"],
+        pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
+        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        examples=[f"{MW_TRAINED}/{MW_RECIPE}", f"{MW_DIR}/eval/hif8/{MW_RECIPE}/pretrain.json"],
+    shell:
+        "python -m papers.maxwindow_hif8 context --config-json {params.config} --profile {params.profile}"
+        " --seed {params.seed} --summary {input.summary} --observer-study {input.observers} --claims {input.claims}"
+        " --figures {params.pngs} --cited {input.evaluations} {input.logs} {input.saturation} {input.telemetry}"
+        " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

@@ -1,0 +1,74 @@
+"""End to end, maxwindow_hif8 specifics from the session's smoke build (``conftest.py``): the claims it must check,
+each run a file target that reruns alone, trained models checkpoint-quantized to HiF8 codes on exactly the layers
+QAT trained, telemetry that accounts for every layer, role and step, and a wrong config value that stops the run
+before any work. The checks every report shares are in ``test_reports.py``."""
+
+import csv
+import json
+import re
+
+import pytest
+
+from common.qat import ROLES, TELEMETRY_FIELDS
+
+pytestmark = pytest.mark.slow
+PAPER = "maxwindow_hif8"
+RECIPE = "max_window-lrlow-w4"  # the smoke profile's warmup is 4 steps
+RUN = f"results/models/trained/{PAPER}/{RECIPE}"
+
+
+def read_json(path):
+    return json.loads(path.read_text())
+
+
+def test_the_paper_claims_are_all_checked(smoke_build):
+    claims = {c["id"]: c for c in read_json(smoke_build / f"results/{PAPER}/claims.json")}
+    assert list(claims) == ["loss_hides_saturation", "max_window_no_recurring_saturation", "high_lr_forgets",
+                            "recipe_drop", "neither_fix_alone"]
+    assert claims["high_lr_forgets"]["verdict"] == "reproduced"  # smoke: about +30% perplexity, the bar is 5%
+
+
+def test_one_run_reruns_alone(smoke_build, run_snakemake):
+    dry = run_snakemake(smoke_build, "-n", "--forcerun", RUN, "--", RUN)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
+    assert dict(jobs) == {"mw_train": "1", "total": "1"}
+
+
+def test_checkpoint_quantization_holds_hif8_codes_of_the_trained_layers(smoke_build):
+    trained = read_json(smoke_build / RUN / "lowbit_metadata.json")
+    quantized = smoke_build / f"results/models/quantized/hif8_w8a8/trained/{PAPER}/{RECIPE}"
+    config = read_json(quantized / "quantization_config.json")
+    assert config["modules"] == trained["qat"]["layers"]
+    assert config["recipe"]["weights"]["elem"] == "hif8"
+    assert config["recipe"]["activations"]["rule"] == "unit"
+    record = read_json(smoke_build / f"results/{PAPER}/eval/hif8/{RECIPE}/pretrain.json")
+    assert record["quantization"]["recipe"] == config["recipe"]
+    assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
+    assert set(read_json(smoke_build / f"results/{PAPER}/eval/hif8/{RECIPE}/shift.json")["metrics"]) == {"perplexity"}
+
+
+def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
+    runs = smoke_build / f"results/{PAPER}/runs"
+    layers = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]["layers"]
+    with open(runs / RECIPE / "telemetry.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    steps = sorted({int(r["step"]) for r in rows})
+    assert steps == list(range(4, 12))  # HiF8 from the warmup step W = 4 to the last of 12 steps
+    assert len(rows) == len(layers) * len(ROLES) * len(steps)
+    cold = [r for r in rows if r["cold_start"] == "True"]
+    assert {int(r["step"]) for r in cold} == {4}  # observers reset at W: each role's first scale is its own amax
+    saturation = read_json(runs / RECIPE / "saturation.json")
+    for role in ROLES:
+        mine = [r for r in rows if r["role"] == role and r["cold_start"] == "False"]
+        assert saturation[role]["calls"] == len(mine)
+        assert saturation[role]["overflow_rate"] == sum(r["overflow"] == "True" for r in mine) / len(mine)
+    assert (runs / "bf16-lrlow" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
+
+
+def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
+    bad = smoke_build / "bad.yaml"
+    bad.write_text("maxwindow_hif8:\n  observers: [most_recent, max_windw]\n")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    assert run.returncode != 0
+    assert "max_windw" in run.stdout + run.stderr
