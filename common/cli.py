@@ -1,15 +1,39 @@
-"""What every ``python -m <package> <step>`` command line shares: running the chosen step with bad input reported
-as one ``error: ...`` line and exit status 2 (no traceback), and checking that input paths exist."""
+"""What every ``python -m <package> <step>`` command line shares: a parser of named steps (:func:`step_parser`),
+running the chosen step with bad input reported as one ``error: ...`` line and exit status 2 (no traceback), and
+checking that input paths exist."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 USER_ERRORS = (ValueError, KeyError, OSError)  # bad input: a value, a missing key or a missing/unreadable file
+REQUIRED: dict[str, Any] = {"required": True}  # argparse options of a required flag
+MANY: dict[str, Any] = {"nargs": "+", "required": True}  # ... of a required flag taking one or more values
+# The flags every paper's ``context`` step shares (common.report builds the context from them)
+CONTEXT_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--config-json", REQUIRED), ("--profile", REQUIRED), ("--seed", {"type": int, "required": True}),
+    ("--claims", REQUIRED), ("--figures", MANY), ("--cited", {"nargs": "*", "default": []}),
+    ("--base-model-metadata", {"nargs": "*", "default": []}), ("--rerun-example", {"nargs": "*", "default": []}),
+    ("--out", REQUIRED))
+Step = tuple[str, Callable[[argparse.Namespace], None], str, Sequence[tuple[str, dict[str, Any]]]]
+
+
+def step_parser(prog: str, description: str | None, steps: Sequence[Step]) -> argparse.ArgumentParser:
+    """A parser with one sub-command per ``(name, run, help, flags)`` step; ``flags`` are ``(flag, argparse
+    options)`` pairs, and :func:`run_step` calls the chosen step's ``run(args)``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, run, help_text, flags in steps:
+        command = sub.add_parser(name, help=help_text)
+        for flag, options in flags:
+            command.add_argument(flag, **options)
+        command.set_defaults(run=run)
+    return parser
 
 
 def run_step(args: argparse.Namespace) -> int:

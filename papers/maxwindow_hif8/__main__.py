@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import require_paths, run_step
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -107,38 +107,26 @@ def context(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m papers.maxwindow_hif8", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, run, help_text: str, *flags: tuple[str, dict]) -> None:
-        p = sub.add_parser(name, help=help_text)
-        for flag, options in flags:
-            p.add_argument(flag, **options)
-        p.set_defaults(run=run)
-
-    req = {"required": True}
-    many = {"nargs": "+", "required": True}
-    command("train", train_run, "one continual-pretraining run (BF16 or HiF8 W8A8 QAT)", ("--config-json", req),
-            ("--run", {"dest": "run_name", "required": True}), ("--seed", {"type": int, "default": 0}),
-            ("--init", req), ("--train", req),
-            ("--validation", req), ("--run-dir", req), ("--out", req))
-    command("evaluate", evaluate, "one model on both corpora (the zero-shot tasks on the pretraining corpus)",
-            ("--config-json", req), ("--model", req), ("--pretrain", req), ("--shift", req), ("--cloze", req),
-            ("--choice", req), ("--out-pretrain", req), ("--out-shift", req))
-    command("summary", summary, "the study's summary over every run", ("--config-json", req), ("--logs", many),
-            ("--evaluations", many), ("--out", req))
-    command("observer-study", observer_study, "the synthetic observer study", ("--config-json", req), ("--out", req))
-    command("figure", figure, "one figure as PNG and PDF",
-            ("kind", {"choices": ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]}),
-            ("--inputs", many), ("--warmup", {"type": int, "default": 0}), ("--png", req), ("--pdf", req))
-    command("claims", claims, "the claims table", ("--config-json", req), ("--summary", req),
-            ("--observer-study", req), ("--out", req))
-    command("context", context, "the report context", ("--config-json", req), ("--profile", req),
-            ("--seed", {"type": int, "required": True}), ("--summary", req), ("--observer-study", req),
-            ("--claims", req), ("--figures", many), ("--cited", {"nargs": "*", "default": []}),
-            ("--base-model-metadata", {"nargs": "*", "default": []}),
-            ("--rerun-example", {"nargs": "*", "default": []}), ("--out", req))
-    return parser
+    req, many = REQUIRED, MANY
+    return step_parser("python -m papers.maxwindow_hif8", __doc__, [
+        ("train", train_run, "one continual-pretraining run (BF16 or HiF8 W8A8 QAT)",
+         [("--config-json", req), ("--run", {"dest": "run_name", "required": True}),
+          ("--seed", {"type": int, "default": 0}), ("--init", req), ("--train", req), ("--validation", req),
+          ("--run-dir", req), ("--out", req)]),
+        ("evaluate", evaluate, "one model on both corpora (the zero-shot tasks on the pretraining corpus)",
+         [("--config-json", req), ("--model", req), ("--pretrain", req), ("--shift", req), ("--cloze", req),
+          ("--choice", req), ("--out-pretrain", req), ("--out-shift", req)]),
+        ("summary", summary, "the study's summary over every run",
+         [("--config-json", req), ("--logs", many), ("--evaluations", many), ("--out", req)]),
+        ("observer-study", observer_study, "the synthetic observer study", [("--config-json", req), ("--out", req)]),
+        ("figure", figure, "one figure as PNG and PDF",
+         [("kind", {"choices": ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]}),
+          ("--inputs", many), ("--warmup", {"type": int, "default": 0}), ("--png", req), ("--pdf", req)]),
+        ("claims", claims, "the claims table",
+         [("--config-json", req), ("--summary", req), ("--observer-study", req), ("--out", req)]),
+        ("context", context, "the report context",
+         [("--summary", req), ("--observer-study", req), *CONTEXT_FLAGS]),
+    ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

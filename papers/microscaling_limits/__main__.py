@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import require_paths, run_step
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -116,40 +116,29 @@ def context(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m papers.microscaling_limits", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, run, help_text: str, *flags: tuple[str, dict]) -> None:
-        p = sub.add_parser(name, help=help_text)
-        for flag, options in flags:
-            p.add_argument(flag, **options)
-        p.set_defaults(run=run)
-
-    req = {"required": True}
-    many = {"nargs": "+", "required": True}
-    command("theory", theory, "theory curves of one (scale, rule)", ("--config-json", req), ("--scale", req),
-            ("--rule", req), ("--out", req))
-    command("simulation", simulation, "Monte Carlo curve of one (scale, block, rule)", ("--config-json", req),
-            ("--scale", req), ("--block", {"type": int, "required": True}), ("--rule", req), ("--out", req))
-    command("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
-            ("--config-json", req), ("--cells", many), ("--out", req))
-    command("tensors", tensors, "measured vs predicted MSE of a model's weight tensors", ("--config-json", req),
-            ("--model", req), ("--checkpoint", {}), ("--out", req))
-    command("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell", ("--config-json", req),
-            ("--cell", req), ("--model", req), ("--split", req), ("--out", req))
-    command("gap-summary", gap_summary, "one model's perplexity gaps", ("--model", req), ("--unquantized", req),
-            ("--cells", many), ("--out", req))
-    command("figure", figure, "one figure as PNG and PDF",
-            ("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap"]}),
-            ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req))
-    command("claims", claims, "the claims table", ("--config-json", req), ("--validation", req),
-            ("--tensors", many), ("--models", many), ("--out", req))
-    command("context", context, "the report context", ("--config-json", req), ("--profile", req),
-            ("--seed", {"type": int, "required": True}), ("--validation", req), ("--tensors", many),
-            ("--models", many), ("--claims", req), ("--figures", many), ("--cited", {"nargs": "*", "default": []}),
-            ("--base-model-metadata", {"nargs": "*", "default": []}),
-            ("--rerun-example", {"nargs": "*", "default": []}), ("--out", req))
-    return parser
+    req, many = REQUIRED, MANY
+    return step_parser("python -m papers.microscaling_limits", __doc__, [
+        ("theory", theory, "theory curves of one (scale, rule)",
+         [("--config-json", req), ("--scale", req), ("--rule", req), ("--out", req)]),
+        ("simulation", simulation, "Monte Carlo curve of one (scale, block, rule)",
+         [("--config-json", req), ("--scale", req), ("--block", {"type": int, "required": True}), ("--rule", req),
+          ("--out", req)]),
+        ("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
+         [("--config-json", req), ("--cells", many), ("--out", req)]),
+        ("tensors", tensors, "measured vs predicted MSE of a model's weight tensors",
+         [("--config-json", req), ("--model", req), ("--checkpoint", {}), ("--out", req)]),
+        ("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell",
+         [("--config-json", req), ("--cell", req), ("--model", req), ("--split", req), ("--out", req)]),
+        ("gap-summary", gap_summary, "one model's perplexity gaps",
+         [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
+        ("figure", figure, "one figure as PNG and PDF",
+         [("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap"]}),
+          ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req)]),
+        ("claims", claims, "the claims table",
+         [("--config-json", req), ("--validation", req), ("--tensors", many), ("--models", many), ("--out", req)]),
+        ("context", context, "the report context",
+         [("--validation", req), ("--tensors", many), ("--models", many), *CONTEXT_FLAGS]),
+    ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

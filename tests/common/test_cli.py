@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from common.cli import require_paths, run_step
+from common.cli import MANY, REQUIRED, require_paths, run_step, step_parser
 
 
 def step(error):
@@ -33,3 +33,18 @@ def test_require_paths_names_the_flag(tmp_path):
     require_paths({"--model": tmp_path})
     with pytest.raises(ValueError, match=r"--split '.*missing\.jsonl' does not exist"):
         require_paths({"--model": tmp_path, "--split": tmp_path / "missing.jsonl"})
+
+
+def test_step_parser_runs_the_chosen_step():
+    seen = []
+    parser = step_parser("prog", "what it does", [
+        ("first", lambda args: seen.append(("first", args.out)), "one", [("--out", REQUIRED)]),
+        ("second", lambda args: seen.append(("second", args.cells)), "two", [("--cells", MANY)]),
+    ])
+    assert run_step(parser.parse_args(["second", "--cells", "a", "b"])) == 0
+    assert run_step(parser.parse_args(["first", "--out", "x.json"])) == 0
+    assert seen == [("second", ["a", "b"]), ("first", "x.json")]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["first"])  # --out is required
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # a step is required

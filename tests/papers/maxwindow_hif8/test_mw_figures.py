@@ -26,14 +26,6 @@ from papers.maxwindow_hif8.study import observer_cell
 FIGURE_IDS = ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]
 
 
-@pytest.fixture
-def close():
-    made = []
-    yield made.append
-    for fig in made:
-        plt.close(fig)
-
-
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     return build_study(tmp_path_factory.mktemp("runs"), **PAPER_LIKE)

@@ -6,7 +6,6 @@ from msl_testing import crossover_row, fit, gap_summary, tensor_summary, validat
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
 
 from papers.microscaling_limits import figures
 
@@ -18,14 +17,6 @@ THEORY = {"element": "e2m1", "scale": "ue4m3", "rule": "absmax", "rows": [
     for dist in ("normal", "laplace") for n in (4, 8, 16) for s in SIGMAS]}
 POINTS = [{"scale": scale, "rule": "absmax", "block_size": n, "sigma": s, "simulation": n * s * s / 32,
            "theory": n * s * s / 64} for scale in ("ue4m3", "ue5m3") for n in (4, 8) for s in SIGMAS]
-
-
-@pytest.fixture
-def close():
-    made = []
-    yield made.append
-    for fig in made:
-        plt.close(fig)
 
 
 @pytest.mark.parametrize(("figure_id", "expected"), [
