@@ -1,6 +1,19 @@
-"""Quantization-aware training: fake quantization with a straight-through estimator (STE), and W8A8 QAT with
-quantized gradients and delayed per-tensor scaling (HiF8, ``papers/maxwindow_hif8``)."""
+"""Quantization-aware training: fake quantization with a straight-through estimator (STE); W8A8 QAT with
+quantized gradients and delayed per-tensor scaling (HiF8, ``papers/maxwindow_hif8``); low-bit (1-4 bit) weight
+QAT with learnable per-row scales (ParetoQ quantizers, for WinQ: ``common.winq``)."""
 
+from .lowbit import (
+    LOWBIT_BITS,
+    LowBitHandle,
+    attach_lowbit,
+    effective_weight,
+    hadamard_matrix,
+    init_alpha,
+    int8_per_token,
+    lowbit_grads,
+    lowbit_quantize,
+    lowbit_selection,
+)
 from .scaled import scaled_qdq
 from .ste import QATHandle, attach_fake_quant, ste_quantize
 from .w8a8 import (
@@ -16,15 +29,25 @@ from .w8a8 import (
 from .warmup import BF16Warmup
 
 __all__ = [
+    "LOWBIT_BITS",
     "ROLES",
     "TELEMETRY_FIELDS",
     "BF16Warmup",
+    "LowBitHandle",
     "QATHandle",
     "W8A8Handle",
     "W8A8Layer",
     "W8A8LinearFunction",
     "attach_fake_quant",
+    "attach_lowbit",
     "attach_w8a8",
+    "effective_weight",
+    "hadamard_matrix",
+    "init_alpha",
+    "int8_per_token",
+    "lowbit_grads",
+    "lowbit_quantize",
+    "lowbit_selection",
     "scaled_qdq",
     "ste_quantize",
     "w8a8_linear",
