@@ -15,7 +15,7 @@ import seaborn as sns
 
 from common.analysis.observer_study import TRACE_OPTIONS
 
-from .study import METRICS
+from .study import METRIC_LABELS, METRICS
 
 SPIKE_PERIOD = TRACE_OPTIONS["spikes"]["period"]
 
@@ -34,8 +34,6 @@ CAPTIONS = {
                       f"where the trace rises above the prediction. Equal spikes recur every {SPIKE_PERIOD} steps "
                       "(top), a non-monotone oscillation (middle) and a slow monotone drift (bottom).",
 }
-METRIC_LABELS = {"pretrain_perplexity": "pretrain ppl", "cloze_acc": "cloze acc", "choice_acc_norm": "choice acc_norm",
-                 "shift_perplexity": "shift ppl"}
 ROLES = ("input", "weight", "grad_output")
 
 

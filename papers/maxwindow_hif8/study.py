@@ -39,6 +39,8 @@ METRICS: tuple[tuple[str, str, str, str, bool], ...] = (
     ("choice_acc_norm", "pretrain", "choice", "acc_norm", True),
     ("shift_perplexity", "shift", "perplexity", "perplexity", False),
 )
+METRIC_LABELS = {"pretrain_perplexity": "pretrain ppl", "cloze_acc": "cloze acc", "choice_acc_norm": "choice acc_norm",
+                 "shift_perplexity": "shift ppl"}  # short names for tables and figures
 ACCURACIES = {"cloze_acc": "cloze", "choice_acc_norm": "choice"}
 TRACE_STEPS_SHOWN = 160  # steps of each synthetic trace kept for the figure
 

@@ -19,7 +19,7 @@ from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from papers.maxwindow_hif8 import figures
 from papers.maxwindow_hif8.claims import study_claims
-from papers.maxwindow_hif8.context import PAPER, build_context, observer_table, ptq_table, run_table, saturation_table
+from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import observer_cell
 
@@ -229,16 +229,15 @@ def claims(summary, cell):
 
 def test_run_table(summary):
     table = run_table(summary)
-    assert len(table["columns"]) == 3 + 4 + 4
+    assert table["columns"] == ["run", "evaluated", "loss APE", "pretrain ppl", "cloze acc", "choice acc_norm",
+                                "shift ppl"]
     assert len(table["rows"]) == 18 + 1
-    assert table["rows"][1] == ["bf16-lrlow", "BF16", "", "16", "0.5", "0.5", "24", "+0.00%", "+0.00%", "+0.00%",
-                                "+0.00%"]
+    assert table["rows"][1] == ["bf16-lrlow", "BF16", "", "16", "0.5", "0.5", "24"]
     recipe = next(r for r in table["rows"] if r[0] == "max_window-lrlow-w4")
     # APE 2^-8 = 0.391%; 16 (1 + 2^-9) = 16.03; 0.5 (1 - 2^-9) = 0.499; 24 (1 + 2^-9) = 24.05
-    assert recipe == ["max_window-lrlow-w4", "HIF8", "0.391%", "16.03", "0.499", "0.499", "24.05", "+0.20%",
-                      "+0.20%", "+0.20%", "+0.20%"]
+    assert recipe == ["max_window-lrlow-w4", "HIF8", "0.391%", "16.03", "0.499", "0.499", "24.05"]
     assert table["rows"][-1] == ["base model (before continual pretraining)", "BF16", "", "12", "0.625", "0.625",
-                                 "48", "", "", "", ""]
+                                 "48"]
 
 
 def test_saturation_table(summary):
@@ -252,12 +251,15 @@ def test_saturation_table(summary):
     assert {r[5] for r in current} == {"0.00e+00"}
 
 
-def test_ptq_table(summary):
-    table = ptq_table(summary)
-    assert table["columns"][0] == "run"
-    assert table["rows"] == [
-        ["bf16-lrhigh", "20.31", "0.3691", "0.3691", "20.31", "+1.56%", "+1.56%", "+1.56%", "+1.56%"],
-        ["bf16-lrlow", "16.25", "0.4922", "0.4922", "24.38", "+1.56%", "+1.56%", "+1.56%", "+1.56%"]]
+def test_drop_table(summary):
+    table = drop_table(summary)
+    assert table["columns"] == ["run", "pretrain ppl", "cloze acc", "choice acc_norm", "shift ppl"]
+    assert len(table["rows"]) == 18 + 2
+    assert table["rows"][1] == ["bf16-lrlow", "+0.00%", "+0.00%", "+0.00%", "+0.00%"]
+    recipe = next(r for r in table["rows"] if r[0] == "max_window-lrlow-w4")
+    assert recipe == ["max_window-lrlow-w4", "+0.20%", "+0.20%", "+0.20%", "+0.20%"]  # 2^-9
+    assert table["rows"][-2:] == [["bf16-lrhigh (HiF8 PTQ)", "+1.56%", "+1.56%", "+1.56%", "+1.56%"],
+                                  ["bf16-lrlow (HiF8 PTQ)", "+1.56%", "+1.56%", "+1.56%", "+1.56%"]]
 
 
 def test_observer_table(cell):
@@ -280,7 +282,8 @@ def test_build_context(summary, cell, claims):
                             rerun_examples=["results/maxwindow_hif8/eval/hif8/max_window-lrlow-w4/pretrain.json"],
                             seeds={"training data order": 0, "observer study": 0}, stage_seconds={"run": 1.0})
     assert context["paper"] == PAPER
-    assert [len(t["rows"]) for t in context["tables"]] == [len(run_names(smoke_config())) + 1, 16 * 3, 2, 24]
+    runs = len(run_names(smoke_config()))
+    assert [len(t["rows"]) for t in context["tables"]] == [runs + 1, runs + 2, 16 * 3, 24]
     assert [c["id"] for c in context["claims"]] == ["loss_hides_saturation", "max_window_no_recurring_saturation",
                                                     "high_lr_forgets", "recipe_drop", "neither_fix_alone"]
     assert {c["verdict"] for c in context["claims"]} == {"reproduced"}
