@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from common.cli import require_paths, run_step
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -86,66 +86,26 @@ def context(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m papers.finer_is_better", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("mse-cell", help="one numerical cell: MSE vs sigma")
-    p.add_argument("--config-json", required=True)
-    p.add_argument("--cell", required=True, help="<element>-<scale>-b<block>-<variant>")
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=mse_cell)
-
-    p = sub.add_parser("ptq-cell", help="one model-study cell: perplexity with fake-quantized MLP linears")
-    p.add_argument("--config-json", required=True)
-    p.add_argument("--cell", required=True, help="<element>-<scale>-b<block>-<variant> or 'unquantized'")
-    p.add_argument("--model", required=True)
-    p.add_argument("--split", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=ptq_cell)
-
-    p = sub.add_parser("mse-summary", help="the numerical study's table and regions")
-    p.add_argument("--config-json", required=True, help="the claims thresholds")
-    p.add_argument("--cells", nargs="+", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=mse_summary)
-
-    p = sub.add_parser("gap-summary", help="one model's perplexity gaps")
-    p.add_argument("--model", required=True)
-    p.add_argument("--unquantized", required=True)
-    p.add_argument("--cells", nargs="+", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=gap_summary)
-
-    p = sub.add_parser("figure", help="one figure as PNG and PDF")
-    p.add_argument("kind", choices=["mse", "brute-force-ratio", "gap"])
-    p.add_argument("--summary", required=True)
-    p.add_argument("--scale")
-    p.add_argument("--variant")
-    p.add_argument("--png", required=True)
-    p.add_argument("--pdf", required=True)
-    p.set_defaults(run=figure)
-
-    p = sub.add_parser("claims", help="the claims table with computed verdicts")
-    p.add_argument("--config-json", required=True, help="the claims thresholds")
-    p.add_argument("--numerical", required=True)
-    p.add_argument("--models", nargs="+", required=True)
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=claims)
-
-    p = sub.add_parser("context", help="the report context")
-    p.add_argument("--config-json", required=True, help="the active paper config")
-    p.add_argument("--profile", required=True)
-    p.add_argument("--seed", type=int, required=True, help="the workflow seed")
-    p.add_argument("--numerical", required=True)
-    p.add_argument("--models", nargs="+", required=True)
-    p.add_argument("--claims", required=True)
-    p.add_argument("--figures", nargs="+", required=True, help="PNG files (the PDF beside each is cited too)")
-    p.add_argument("--cited", nargs="*", default=[], help="further artifacts the report cites (the cells)")
-    p.add_argument("--base-model-metadata", nargs="*", default=[])
-    p.add_argument("--rerun-example", nargs="*", default=[])
-    p.add_argument("--out", required=True)
-    p.set_defaults(run=context)
-    return parser
+    req, many = REQUIRED, MANY
+    cell = "<element>-<scale>-b<block>-<variant>"
+    thresholds = {"required": True, "help": "the claims thresholds"}
+    return step_parser("python -m papers.finer_is_better", __doc__, [
+        ("mse-cell", mse_cell, "one numerical cell: MSE vs sigma",
+         [("--config-json", req), ("--cell", {"required": True, "help": cell}), ("--out", req)]),
+        ("ptq-cell", ptq_cell, "one model-study cell: perplexity with fake-quantized MLP linears",
+         [("--config-json", req), ("--cell", {"required": True, "help": f"{cell} or 'unquantized'"}),
+          ("--model", req), ("--split", req), ("--out", req)]),
+        ("mse-summary", mse_summary, "the numerical study's table and regions",
+         [("--config-json", thresholds), ("--cells", many), ("--out", req)]),
+        ("gap-summary", gap_summary, "one model's perplexity gaps",
+         [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
+        ("figure", figure, "one figure as PNG and PDF",
+         [("kind", {"choices": ["mse", "brute-force-ratio", "gap"]}), ("--summary", req), ("--scale", {}),
+          ("--variant", {}), ("--png", req), ("--pdf", req)]),
+        ("claims", claims, "the claims table with computed verdicts",
+         [("--config-json", thresholds), ("--numerical", req), ("--models", many), ("--out", req)]),
+        ("context", context, "the report context", [("--numerical", req), ("--models", many), *CONTEXT_FLAGS]),
+    ])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
