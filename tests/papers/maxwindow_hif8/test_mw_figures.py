@@ -74,7 +74,7 @@ def test_plot_loss_curves(summary, close):
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     high, low = fig.axes
-    assert [ax.get_title() for ax in fig.axes] == ["lr 0.003 (high)", "lr 0.00015 (low)"]
+    assert [ax.get_title() for ax in fig.axes] == ["lr 0.003 (high)", "lr 1.5e-05 (low)"]
     # 9 runs per learning rate and the warmup marker
     assert [len(ax.lines) for ax in fig.axes] == [10, 10]
     assert [line.get_linestyle() for line in low.lines].count("--") == 4  # the w0 runs
@@ -177,7 +177,7 @@ def test_plot_forgetting(summary, close):
     expected = [(r["metrics"]["shift_perplexity"], r["metrics"]["pretrain_perplexity"]) for r in summary["runs"]]
     np.testing.assert_array_equal(points, expected)
     np.testing.assert_array_equal(points[:2], [(20.0, 20.0), (24.0, 16.0)])
-    np.testing.assert_array_equal(ax.collections[1].get_offsets(), [(48.0, 12.0)])
+    np.testing.assert_array_equal(ax.collections[1].get_offsets(), [(48.0, 13.0)])
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[-1] == "base model"
@@ -236,7 +236,7 @@ def test_run_table(summary):
     recipe = next(r for r in table["rows"] if r[0] == "max_window-lrlow-w4")
     # APE 2^-8 = 0.391%; 16 (1 + 2^-9) = 16.03; 0.5 (1 - 2^-9) = 0.499; 24 (1 + 2^-9) = 24.05
     assert recipe == ["max_window-lrlow-w4", "HIF8", "0.391%", "16.03", "0.499", "0.499", "24.05"]
-    assert table["rows"][-1] == ["base model (before continual pretraining)", "BF16", "", "12", "0.625", "0.625",
+    assert table["rows"][-1] == ["base model (before continual pretraining)", "BF16", "", "13", "0.625", "0.625",
                                  "48"]
 
 

@@ -39,7 +39,7 @@ def test_the_grid_and_the_recipe(raw):
     assert names[2:6] == ["most_recent-lrhigh-w0", "most_recent-lrhigh-w40", "most_recent-lrlow-w0",
                           "most_recent-lrlow-w40"]
     assert "max_window-lrlow-w40" in names  # the paper's recipe
-    assert run_settings(active, "max_window-lrlow-w40") == {"observer": "max_window", "rate": "low", "lr": 1.5e-4,
+    assert run_settings(active, "max_window-lrlow-w40") == {"observer": "max_window", "rate": "low", "lr": 1.5e-5,
                                                             "warmup_steps": 40, "observer_options": {"window": 64}}
     assert run_settings(active, "bf16-lrhigh") == {"observer": None, "rate": "high", "lr": 3.0e-3,
                                                    "warmup_steps": 0, "observer_options": {}}

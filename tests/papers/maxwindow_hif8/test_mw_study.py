@@ -141,7 +141,7 @@ def test_summary_rows_follow_the_grid(study, summary):
     assert [r["run"] for r in summary["runs"]] == run_names(study["config"])
     assert len(summary["runs"]) == 18
     assert summary["warmup_steps"] == 4
-    assert summary["learning_rates"] == {"high": 3.0e-3, "low": 1.5e-4}
+    assert summary["learning_rates"] == {"high": 3.0e-3, "low": 1.5e-5}
     assert summary["recipe"] == "max_window-lrlow-w4"
     assert recipe_row(summary)["run"] == "max_window-lrlow-w4"
     assert [r["precision"] for r in summary["runs"]] == ["bf16"] * 2 + ["hif8"] * 16
