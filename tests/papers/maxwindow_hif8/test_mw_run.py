@@ -5,29 +5,17 @@ import csv
 
 import pytest
 import torch
+from paper_testing import build_tiny_setup
 
-from common.data.documents import Document
-from common.data.tokenizer import train_tokenizer
-from common.io import write_jsonl
-from common.models import build_model, load_model, save_checkpoint
+from common.models import load_model
 from common.qat import TELEMETRY_FIELDS
 from common.train import TrainConfig
 from papers.maxwindow_hif8.run import qat_run, saturation_summary
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dogs", "while", "seven", "bold", "geese"]
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mw")
-    g = torch.Generator().manual_seed(0)
-    docs = [Document(str(i), " ".join(WORDS[int(j)] for j in torch.randint(0, len(WORDS), (80,), generator=g)))
-            for i in range(20)]
-    tokenizer = train_tokenizer((d.text for d in docs), 300)
-    save_checkpoint(build_model("smoke", tokenizer, seed=0), tokenizer, root / "base", {"init": "smoke"})
-    write_jsonl(root / "train.jsonl", [{"id": d.id, "text": d.text} for d in docs[:16]])
-    write_jsonl(root / "valid.jsonl", [{"id": d.id, "text": d.text} for d in docs[16:]])
-    return root
+    return build_tiny_setup(tmp_path_factory.mktemp("mw"))
 
 
 def config():

@@ -6,7 +6,8 @@ import math
 
 import pytest
 import torch
-from winq_testing import SEQ_LEN, build_setup, train_config
+from paper_testing import build_tiny_setup
+from winq_testing import SEQ_LEN, train_config
 
 from common.io import read_json
 from papers.winq.__main__ import main
@@ -20,7 +21,7 @@ DIM = 4 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64)  # q, o (64x64), k, v (32x6
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A 2-bit WinQ model trained 6 steps; returns ``(setup root, checkpoint folder)``."""
-    root = build_setup(tmp_path_factory.mktemp("winq_hessian"))
+    root = build_tiny_setup(tmp_path_factory.mktemp("winq_hessian"))
     winq_run(root / "base", root / "train.jsonl", root / "valid.jsonl", train_config(), root / "run", root / "out",
              bits=2, method="winq", every=2, noise_sigma=1e-3)
     return root, root / "out"

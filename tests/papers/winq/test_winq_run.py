@@ -7,9 +7,10 @@ import json
 
 import pytest
 import torch
+from paper_testing import build_tiny_setup
 from safetensors.torch import load_file
 from torch.nn.utils import parametrize
-from winq_testing import EVAL_SEQUENCES, MICRO_BATCH, SEQ_LEN, build_setup, train_config
+from winq_testing import EVAL_SEQUENCES, MICRO_BATCH, SEQ_LEN, train_config
 
 import papers.winq.run as run_module
 from common.data import read_jsonl, token_stream
@@ -76,7 +77,7 @@ def rows(path):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    return build_setup(tmp_path_factory.mktemp("winq"))
+    return build_tiny_setup(tmp_path_factory.mktemp("winq"))
 
 
 @pytest.fixture(scope="module")
