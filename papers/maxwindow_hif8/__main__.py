@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -25,7 +25,6 @@ def train_run(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     settings = run_settings(config, args.run_name)
-    require_paths({"--init": args.init, "--train": args.train, "--validation": args.validation})
     qat_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed), args.run_dir,
             args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"], fmt=config["format"],
             observer_options=settings["observer_options"], max_val=config["max_val"])

@@ -25,7 +25,6 @@ def train_run(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     settings = run_settings(config, args.run_name)
-    require_paths({"--init": args.init, "--train": args.train, "--validation": args.validation})
     interpolation = settings["interpolation"] or {}  # None for the methods that do not interpolate
     winq_run(args.init, args.train, args.validation, train_config(config, args.run_name, args.seed), args.run_dir,
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
