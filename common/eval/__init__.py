@@ -10,6 +10,7 @@ Corpus splits and their token streams come from ``common.data``:
 """
 
 from .cli import evaluate_checkpoint
+from .compare import accuracy_standard_error, relative_drop
 from .fake_quant import fake_quant_perplexity, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
@@ -18,6 +19,7 @@ from .tasks import build_choice_task, build_cloze_task, read_task, sentence_span
 from .zeroshot import encode_pair, loglikelihoods, score_choice, score_cloze
 
 __all__ = [
+    "accuracy_standard_error",
     "build_choice_task",
     "build_cloze_task",
     "describe_model",
@@ -30,6 +32,7 @@ __all__ = [
     "perplexity",
     "perplexity_gaps",
     "read_task",
+    "relative_drop",
     "run_lm_eval",
     "score_choice",
     "score_cloze",

@@ -21,13 +21,13 @@ smaller), which the claims use to tell a drop from noise.
 from __future__ import annotations
 
 import csv
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from common.analysis import observer_study
 from common.analysis.observer_study import SPIKE_KINDS, TRACE_KINDS, amax_trace, run_observer, spike_steps
+from common.eval.compare import accuracy_standard_error, relative_drop
 from common.observers import OBSERVER_NAMES
 
 from .settings import run_names, run_settings
@@ -60,19 +60,6 @@ def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start:
     if not steps:
         raise ValueError(f"no common training step at or after step {start}")
     return sum(abs(losses[t] - reference[t]) / reference[t] for t in steps) / len(steps)
-
-
-def relative_drop(value: float, reference: float, higher_is_better: bool) -> float | None:
-    """How much worse ``value`` is than ``reference``, relative: positive = worse (module docstring); None
-    (undefined) when ``reference`` is 0, e.g. an accuracy of 0 on a tiny model."""
-    if reference == 0:
-        return None
-    return (reference - value) / reference if higher_is_better else (value - reference) / reference
-
-
-def accuracy_standard_error(accuracy: float, examples: int) -> float:
-    """Binomial standard error ``sqrt(p (1 - p) / n)``."""
-    return math.sqrt(accuracy * (1.0 - accuracy) / examples)
 
 
 def evaluated_metrics(pretrain: Mapping[str, Any], shift: Mapping[str, Any]) -> dict[str, Any]:

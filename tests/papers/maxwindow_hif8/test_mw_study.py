@@ -21,7 +21,6 @@ from mw_testing import (
 from common.analysis.observer_study import TRACE_KINDS, amax_trace, observer_study
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import (
-    accuracy_standard_error,
     all_rows,
     drops,
     evaluated_metrics,
@@ -29,7 +28,6 @@ from papers.maxwindow_hif8.study import (
     observer_cell,
     read_losses,
     recipe_row,
-    relative_drop,
     row_of,
     run_table,
 )
@@ -82,29 +80,13 @@ def test_read_losses(study):
     assert losses[4] == baseline_loss("high", 4) * (1 + 2**-8)
 
 
-# --- drops and standard errors ---------------------------------------------------------------------------------
-
-
-def test_relative_drop_is_positive_when_worse():
-    assert relative_drop(0.375, 0.5, higher_is_better=True) == 0.25  # accuracy fell
-    assert relative_drop(0.625, 0.5, higher_is_better=True) == -0.25
-    assert relative_drop(20.0, 16.0, higher_is_better=False) == 0.25  # perplexity rose
-    assert relative_drop(12.0, 16.0, higher_is_better=False) == -0.25
-    assert relative_drop(16.0, 16.0, higher_is_better=False) == 0.0
+# --- drops ---------------------------------------------------------------------------------
 
 
 def test_drops_per_metric():
     metrics = {"pretrain_perplexity": 20.0, "cloze_acc": 0.375, "choice_acc_norm": 0.625, "shift_perplexity": 12.0}
     assert drops(metrics, {**BF16_LOW, "shift_perplexity": 16.0}) == {
         "pretrain_perplexity": 0.25, "cloze_acc": 0.25, "choice_acc_norm": -0.25, "shift_perplexity": -0.25}
-
-
-def test_accuracy_standard_error():
-    assert accuracy_standard_error(0.5, 1024) == 1 / 64
-    assert accuracy_standard_error(0.25, 3) == 0.25
-    assert accuracy_standard_error(0.0, 10) == 0.0
-    assert accuracy_standard_error(1.0, 10) == 0.0
-    assert accuracy_standard_error(0.3, 100) == pytest.approx(math.sqrt(0.0021))
 
 
 # --- evaluated metrics ----------------------------------------------------------------------------------------

@@ -1,0 +1,21 @@
+"""Comparing two evaluated models: the relative drop of a metric and the standard error of an accuracy."""
+
+from __future__ import annotations
+
+import math
+
+
+def relative_drop(value: float, reference: float, higher_is_better: bool) -> float | None:
+    """How much worse ``value`` is than ``reference``, relative, positive = worse: ``(reference - value) / reference``
+    for a metric where higher is better (accuracy), ``(value - reference) / reference`` otherwise (perplexity); None
+    (undefined) when ``reference`` is 0, e.g. an accuracy of 0 on a tiny model."""
+    if reference == 0:
+        return None
+    return (reference - value) / reference if higher_is_better else (value - reference) / reference
+
+
+def accuracy_standard_error(accuracy: float, examples: int) -> float:
+    """Binomial standard error ``sqrt(p (1 - p) / n)`` of an accuracy ``p`` on ``n`` examples. A difference of two
+    accuracies on the same examples has standard error at most ``sqrt(se_1^2 + se_2^2)`` (independent errors;
+    paired errors make it smaller)."""
+    return math.sqrt(accuracy * (1.0 - accuracy) / examples)
