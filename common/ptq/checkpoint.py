@@ -4,23 +4,36 @@ Folder layout (HF-style, written atomically with :func:`common.io.atomic_dir`):
 
 * ``model.safetensors``: for each selected module ``<name>`` the weight ``<name>.weight`` is replaced by
 
-  - ``<name>.qcodes``: uint8 codes of the element values (``common.formats.encode``); for element formats of
-    4 bits or fewer two codes share a byte along the last (``in_features``) axis, zero-padded to an even length:
-    ``byte[..., j] = code[..., 2j] | code[..., 2j + 1] << 4`` (low nibble first); otherwise one code per byte;
-  - ``<name>.qscales``: the block scales, shape ``(out_features, num_blocks)`` (``(1,)`` per tensor), as uint8
-    codes of the scale format when it has 8 bits or fewer, else float32 values;
+  - ``<name>.qcodes``: uint8 codes of the element values (``common.formats.encode``), packed along the last
+    (``in_features``) axis, ``n = codes_per_byte`` codes per byte (:func:`codes_per_byte` of the element format's
+    bits ``b``: ``n = 8`` for ``b = 1``, 4 for ``b = 2``, 2 for ``b = 3, 4`` (nibbles), 1 for ``b = 5 .. 8``), each
+    code in a field of ``w = 8 / n`` bits, low bits first, the axis zero-padded to a multiple of ``n``:
+    ``byte[..., j] = sum_i code[..., n j + i] << (w i)`` for ``i = 0 .. n - 1`` (:func:`pack_codes`);
+  - ``<name>.qscales``: the block scales, shape ``(out_features, num_blocks)`` (``(out_features, 1)`` for
+    ``block_size="row"``, ``(1,)`` per tensor), as uint8 codes of the scale format when it has 8 bits or fewer,
+    else float32 values;
   - ``<name>.qglobal``: the float32 global scale (shape ``()`` per tensor, ``(out_features, 1)`` per row), only
     with two-level scaling;
 
   and every other parameter and persistent buffer is stored unchanged (a tensor tied to an earlier one is
   stored once and recorded under ``"tied"``);
 * ``config.json``: the model config; ``quantization_config.json``: the recipe, the selected module names, the
-  original shapes and dtypes, the packing and version info; the tokenizer files when a tokenizer is given.
+  original shapes and dtypes, the packing (``"packing": {"codes_per_byte": n, "bits_per_code": w, ...}``) and
+  version info; the tokenizer files when a tokenizer is given.
+
+Versions: this writer writes ``format_version`` 2; the reader reads 1 and 2 (:func:`stored_codes_per_byte`).
+Version 1 packed two codes per byte (low nibble first) for every element format of 4 bits or fewer and one per
+byte otherwise, recorded as ``"packing": {"packed": bool, ...}``: the same bytes as version 2 for formats of 3 to 8
+bits; a version-1 checkpoint of a 1- or 2-bit format (int2, ternary) is read with its two codes per byte.
+
+Codes and scales come from the recipe's weight spec (``spec.quantize``), or, for learned scales (a spec with
+``rule=None``, e.g. ParetoQ QAT), from the caller (``weight_scales`` of :func:`save_quantized_checkpoint`).
 
 Rebuild (:func:`dequantize_weight`): ``W = (decode(codes) * s) * g`` in exactly that order, in float32, with
-``s`` repeated ``block_size`` times along the last axis and trimmed to ``in_features``; this is the order in
-which :func:`common.scaling.quantize_blocks` forms its result, so the rebuilt weight is ``torch.equal`` to the
-fake-quantized one (checked for every weight before anything is written). The checkpoint is not loadable by
+``s`` repeated ``block_size`` times along the last axis and trimmed to ``in_features`` (broadcast along it for
+``block_size="row"``); this is the order in which :func:`common.scaling.quantize_blocks` forms its result, so the
+rebuilt weight is ``torch.equal`` to the fake-quantized one (checked for every weight before anything is written;
+with caller-supplied scales, to the module's weight itself). The checkpoint is not loadable by
 ``transformers.from_pretrained``: use :func:`load_quantized_checkpoint`.
 """
 
@@ -30,7 +43,7 @@ import importlib.metadata
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,35 +62,66 @@ from .recipe import QuantRecipe, QuantSpec
 WEIGHTS_FILE = "model.safetensors"
 QUANT_CONFIG_FILE = "quantization_config.json"
 CHECKPOINT_FORMAT = "lowbit-lab-ptq"
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 QUANT_SUFFIXES = (".qcodes", ".qscales", ".qglobal")
-PACKING = {"codes_per_byte": 2, "for_elem_bits_at_most": 4, "axis": -1, "order": "low nibble first",
-           "padding": "zero-padded to an even length along the axis"}
+PACKING = {"axis": -1, "order": "low bits first",
+           "padding": "zero-padded to a multiple of codes_per_byte along the axis"}
 
 
 # -------------------------------------------------------------------------------------------- encoding
-def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
-    """Two 4-bit codes per byte along the last axis: ``out[..., j] = codes[..., 2j] | codes[..., 2j+1] << 4``."""
-    if codes.shape[-1] % 2:
-        codes = torch.nn.functional.pad(codes, (0, 1))
-    return codes[..., 0::2] | (codes[..., 1::2] << 4)
+def codes_per_byte(bits: int) -> int:
+    """Codes of a ``bits``-bit element format per stored byte: 8 (1 bit), 4 (2 bits), 2 (3 or 4 bits), 1 (5 to 8
+    bits); ValueError for other widths."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 8:
+        raise ValueError(f"element codes have 1 to 8 bits, got {bits!r}")
+    return 8 if bits == 1 else 4 if bits == 2 else 2 if bits <= 4 else 1
 
 
-def unpack_nibbles(packed: torch.Tensor, length: int) -> torch.Tensor:
-    """Inverse of :func:`pack_nibbles`, trimmed to ``length`` codes along the last axis."""
-    return torch.stack((packed & 0x0F, packed >> 4), dim=-1).flatten(-2)[..., :length]
+def pack_codes(codes: torch.Tensor, per_byte: int) -> torch.Tensor:
+    """``per_byte`` (1, 2, 4 or 8) codes per uint8 along the last axis, low bits first:
+    ``out[..., j] = sum_i codes[..., per_byte j + i] << (i 8 / per_byte)``, the axis zero-padded to a multiple of
+    ``per_byte``. Each code must fit its ``8 / per_byte``-bit field."""
+    width = _field_width(per_byte)
+    codes = codes.to(torch.uint8)
+    if per_byte == 1:
+        return codes
+    pad = -codes.shape[-1] % per_byte
+    if pad:
+        codes = torch.nn.functional.pad(codes, (0, pad))
+    groups = codes.reshape(*codes.shape[:-1], -1, per_byte)
+    packed = groups[..., 0].clone()
+    for i in range(1, per_byte):
+        packed |= groups[..., i] << (i * width)
+    return packed
 
 
-def is_packed(spec: QuantSpec) -> bool:
-    """Whether the element codes of ``spec`` are packed two per byte (element formats of 4 bits or fewer)."""
-    return get_format(spec.elem).bits <= PACKING["for_elem_bits_at_most"]
+def unpack_codes(packed: torch.Tensor, length: int, per_byte: int) -> torch.Tensor:
+    """Inverse of :func:`pack_codes`, trimmed to ``length`` codes along the last axis."""
+    width = _field_width(per_byte)
+    if per_byte == 1:
+        return packed[..., :length]
+    mask = (1 << width) - 1
+    fields = [(packed >> (i * width)) & mask for i in range(per_byte)]
+    return torch.stack(fields, dim=-1).flatten(-2)[..., :length]
+
+
+def _field_width(per_byte: int) -> int:
+    if per_byte not in (1, 2, 4, 8):
+        raise ValueError(f"codes_per_byte must be 1, 2, 4 or 8, got {per_byte!r}")
+    return 8 // per_byte
+
+
+def spec_codes_per_byte(spec: QuantSpec) -> int:
+    """:func:`codes_per_byte` of the element format of ``spec`` (the version-2 rule)."""
+    return codes_per_byte(get_format(spec.elem).bits)
 
 
 def encode_weight(scales: BlockScales, spec: QuantSpec) -> dict[str, torch.Tensor]:
     """``{"qcodes", "qscales"[, "qglobal"]}`` of one weight from the :class:`BlockScales` of its quantization."""
     codes = encode(scales.elements, spec.elem)
     scale_fmt = get_format(spec.scale)
-    stored = {"qcodes": pack_nibbles(codes) if is_packed(spec) else codes,
+    stored = {"qcodes": pack_codes(codes, spec_codes_per_byte(spec)),
               "qscales": encode(scales.block, scale_fmt) if scale_fmt.bits <= 8 else scales.block.float()}
     if scales.global_ is not None:
         stored["qglobal"] = scales.global_.float()
@@ -85,12 +129,13 @@ def encode_weight(scales: BlockScales, spec: QuantSpec) -> dict[str, torch.Tenso
 
 
 def dequantize_weight(qcodes: torch.Tensor, qscales: torch.Tensor, qglobal: torch.Tensor | None, spec: QuantSpec,
-                      in_features: int) -> torch.Tensor:
-    """float32 ``(decode(codes) * s) * g`` (see the module docstring); ``g`` only when ``qglobal`` is given."""
-    codes = unpack_nibbles(qcodes, in_features) if is_packed(spec) else qcodes
+                      in_features: int, *, per_byte: int | None = None) -> torch.Tensor:
+    """float32 ``(decode(codes) * s) * g`` (see the module docstring); ``g`` only when ``qglobal`` is given.
+    ``per_byte``: codes per byte of ``qcodes`` (None: :func:`spec_codes_per_byte`, the version-2 rule)."""
+    codes = unpack_codes(qcodes, in_features, spec_codes_per_byte(spec) if per_byte is None else per_byte)
     scale_fmt = get_format(spec.scale)
     s = decode(qscales, scale_fmt) if scale_fmt.bits <= 8 else qscales.float()
-    if spec.block_size is not None:
+    if isinstance(spec.block_size, int):  # "row": one scale per row, broadcast; None: one per tensor
         s = s.repeat_interleave(spec.block_size, dim=-1)[..., :in_features]
     weight = decode(codes, spec.elem) * s
     return weight if qglobal is None else weight * qglobal
@@ -98,7 +143,8 @@ def dequantize_weight(qcodes: torch.Tensor, qscales: torch.Tensor, qglobal: torc
 
 # ---------------------------------------------------------------------------------------------- saving
 def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: QuantRecipe, names: Sequence[str],
-                              out_dir: str | os.PathLike[str]) -> Path:
+                              out_dir: str | os.PathLike[str], *,
+                              weight_scales: Mapping[str, BlockScales] | None = None) -> Path:
     """Write the quantized checkpoint of ``model`` (see the module docstring) to ``out_dir``; returns its path.
 
     ``names``: the selected Linear modules (:func:`common.ptq.select_linears`); their weights are stored as codes
@@ -108,8 +154,18 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     alongside, when given. Weights of another float dtype are quantized from their float32 copy, the dtype of
     the rebuild. Everything is computed and checked before the folder appears; on any error no ``out_dir`` is
     left behind (an existing one is kept).
+
+    ``weight_scales``: ``{name: BlockScales}`` for exactly the modules ``names``, the codes and scales of weights
+    that were quantized elsewhere (learned scales, ``recipe.weights.rule`` None): ``elements`` the element values
+    (the levels of ``recipe.weights.elem``, the weight's shape), ``block`` the scales of the spec's block geometry
+    (values of its scale format), ``global_`` the global scale or None as the spec says. The module's weight must
+    already hold the quantized values: the rebuild ``(elements * block) * global_`` is checked ``torch.equal``
+    against the weight itself (its float32 copy).
+
     ValueError for unknown modules, element formats without codes (> 8 bits), a tied selected weight, or a weight
-    whose rebuild would not be exact (e.g. a NaN in a format without a NaN code).
+    whose rebuild would not be exact (e.g. a NaN in a format without a NaN code, or scales that do not rebuild the
+    weight); with ``weight_scales``: without a weight spec, a missing or extra name, or scales of the wrong shape;
+    without them: a weight spec of learned scales (``rule=None``).
     """
     config = getattr(model, "config", None)
     if not hasattr(config, "save_pretrained"):
@@ -119,6 +175,7 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     if spec is not None and get_format(spec.elem).bits > 8:
         raise ValueError(f"element format {spec.elem!r} has {get_format(spec.elem).bits} bits: only formats of "
                          "8 bits or fewer can be stored as codes")
+    _check_weight_scales(weight_scales, spec, list(modules))
     tensors, tied = _deduplicated_state(model)
     weights_info = {}
     for name, module in modules.items():
@@ -130,14 +187,20 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
         weights_info[name] = {"shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch.")}
         if spec is None:
             continue
-        quantized, scales = spec.quantize(weight.float(), return_scales=True)
+        if weight_scales is None:
+            quantized, scales = spec.quantize(weight.float(), return_scales=True)
+        else:
+            quantized, scales = weight.float(), weight_scales[name]
+            _check_scales_shape(name, scales, spec, tuple(weight.shape))
         stored = encode_weight(scales, spec)
         rebuilt = dequantize_weight(stored["qcodes"], stored["qscales"], stored.get("qglobal"), spec,
                                     weight.shape[-1])
         if not _same_values(rebuilt, quantized):
-            raise ValueError(f"weight {key!r} cannot be stored exactly with {spec.elem}/{spec.scale} codes")
+            why = ": the given codes and scales do not rebuild the weight" if weight_scales is not None else ""
+            raise ValueError(f"weight {key!r} cannot be stored exactly with {spec.elem}/{spec.scale} codes{why}")
         del tensors[key]
         tensors.update({f"{name}.{suffix}": value.contiguous() for suffix, value in stored.items()})
+    per_byte = None if spec is None else spec_codes_per_byte(spec)
     meta = {
         "format": CHECKPOINT_FORMAT,
         "format_version": CHECKPOINT_FORMAT_VERSION,
@@ -146,8 +209,10 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
         "modules": list(modules),
         "weights": weights_info,
         "stored_quantized": spec is not None,
-        "packing": {**PACKING, "packed": spec is not None and is_packed(spec)},
+        "packing": {**PACKING, "codes_per_byte": per_byte, "bits_per_code": None if per_byte is None else 8 // per_byte,
+                    "packed": per_byte is not None and per_byte > 1},
         "scale_storage": None if spec is None else ("codes" if get_format(spec.scale).bits <= 8 else "float32"),
+        "scales": None if spec is None else ("learned" if weight_scales is not None else "selected"),
         "tied": tied,
     }
     with atomic_dir(out_dir) as tmp:
@@ -157,6 +222,45 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
     return Path(out_dir)
+
+
+def _check_weight_scales(weight_scales: Mapping[str, BlockScales] | None, spec: QuantSpec | None,
+                         names: list[str]) -> None:
+    """The ``weight_scales`` argument against the spec and the selected names (see save_quantized_checkpoint)."""
+    if weight_scales is None:
+        if spec is not None and spec.rule is None:
+            raise ValueError(f"the weight spec has learned scales (rule=None, elem {spec.elem!r}): pass their codes "
+                             "and scales as weight_scales")
+        return
+    if spec is None:
+        raise ValueError("weight_scales needs a recipe with a weight spec (recipe.weights is None)")
+    missing = [name for name in names if name not in weight_scales]
+    extra = [name for name in weight_scales if name not in names]
+    if missing:
+        raise ValueError(f"weight_scales has no codes and scales for the selected module {missing[0]!r}"
+                         f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}")
+    if extra:
+        raise ValueError(f"weight_scales holds {extra[0]!r}, which is not a selected module"
+                         f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''}")
+
+
+def _check_scales_shape(name: str, scales: BlockScales, spec: QuantSpec, shape: tuple[int, ...]) -> None:
+    """ValueError naming ``name`` unless the BlockScales have the shapes of ``spec``'s geometry for a weight of
+    ``shape``."""
+    out_features, in_features = shape
+    if spec.block_size is None:
+        block = (1,)
+    elif spec.block_size == "row":
+        block = (out_features, 1)
+    else:
+        block = (out_features, -(-in_features // spec.block_size))
+    global_ = None if spec.global_scale is None else () if spec.global_scale == "tensor" else (out_features, 1)
+    got_global = None if scales.global_ is None else tuple(scales.global_.shape)
+    if (tuple(scales.elements.shape), tuple(scales.block.shape), got_global) != (shape, block, global_):
+        raise ValueError(f"weight_scales[{name!r}]: elements {tuple(scales.elements.shape)}, block scales "
+                         f"{tuple(scales.block.shape)}, global {got_global}; the weight {shape} with block_size "
+                         f"{spec.block_size!r} and global_scale {spec.global_scale!r} needs {shape}, {block}, "
+                         f"{global_}")
 
 
 def _deduplicated_state(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -210,11 +314,12 @@ def load_quantized_checkpoint(path: str | os.PathLike[str]) -> tuple[nn.Module, 
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     tensors = load_file(str(folder / WEIGHTS_FILE))
     if meta["stored_quantized"]:
+        per_byte = stored_codes_per_byte(meta)
         for name in names:
             qglobal = tensors.pop(f"{name}.qglobal", None)
             tensors[f"{name}.weight"] = dequantize_weight(tensors.pop(f"{name}.qcodes"),
                                                           tensors.pop(f"{name}.qscales"), qglobal, recipe.weights,
-                                                          meta["weights"][name]["shape"][-1])
+                                                          meta["weights"][name]["shape"][-1], per_byte=per_byte)
     for key, source in meta["tied"].items():
         tensors[key] = tensors[source]
     model.load_state_dict(tensors, strict=True)
@@ -229,11 +334,20 @@ def read_quantization_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{str(folder)!r} is not a quantized checkpoint (needs {QUANT_CONFIG_FILE} and "
                          f"{WEIGHTS_FILE})")
     meta = read_json(folder / QUANT_CONFIG_FILE)
-    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") != CHECKPOINT_FORMAT_VERSION:
+    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(f"{str(folder / QUANT_CONFIG_FILE)!r}: unsupported format {meta.get('format')!r} "
                          f"version {meta.get('format_version')!r}; this reader: {CHECKPOINT_FORMAT} "
-                         f"version {CHECKPOINT_FORMAT_VERSION}")
+                         f"versions {', '.join(map(str, READABLE_VERSIONS))}")
     return meta
+
+
+def stored_codes_per_byte(meta: dict[str, Any]) -> int:
+    """Codes per byte of the ``qcodes`` of a checkpoint with weights stored as codes, from its
+    ``quantization_config.json`` (:func:`read_quantization_config`): version 2 records it; version 1 packed two per
+    byte exactly when it says ``"packed"``."""
+    if meta["format_version"] == 1:
+        return 2 if meta["packing"]["packed"] else 1
+    return int(meta["packing"]["codes_per_byte"])
 
 
 # ----------------------------------------------------------------------------------------------- sizes

@@ -2,11 +2,27 @@
 
     python -m common.ptq quantize --model DIR --recipe NVFP4 [--activations] [--include REGEX] [--exclude REGEX]
         [--skip-first K --skip-last M] --out DIR
+    python -m common.ptq quantize --model QAT_DIR --recipe learned --out DIR
 
 ``--recipe`` is a name from :data:`common.scaling.RECIPES` (``--activations`` then quantizes the layer inputs
 with the same recipe), a JSON object, or the path of a ``.json`` file, both in :meth:`QuantRecipe.to_dict` form.
-The model is loaded in float32 from local files only; the tokenizer is saved too when the folder has one. On
-success one JSON line is printed (output folder, recipe, module count and :func:`size_report`), and also saved
+The model is loaded in float32 from local files only; the tokenizer is saved too when the folder has one.
+
+``--recipe learned`` stores a low-bit QAT checkpoint (ParetoQ quantizers with learned per-row scales, written by
+``papers.winq.run.winq_run``: :mod:`common.qat.lowbit_io`) as it was trained: the model is loaded with its
+quantizers (:func:`common.qat.lowbit_io.load_lowbit_model`), each trained layer's effective weight
+``Q(W) = lowbit_quantize(W, alpha, bits)`` is split into integer codes and per-row float32 scales
+(:func:`common.qat.lowbit_codes`: binary, ternary, midrise2, int3_tc or int4_tc codes) and materialized into the
+weights, and the checkpoint holds the packed codes and the learned scales with the recipe
+``QuantRecipe(name="paretoq-w<bits>[a8]", weights=QuantSpec(<codes format>, "fp32", "row", rule=None),
+activations=common.qat.INT8_PER_TOKEN if the run had 8-bit activations)``, so
+:func:`common.ptq.load_quantized_checkpoint` rebuilds ``Q(W)`` bit for bit and re-attaches ParetoQ's A8 per-token
+int8 quantization. The selected modules are the run's trained layers (its ``qat`` record's ``layers``), so
+``--include``, ``--exclude``, ``--skip-*`` and ``--activations`` are refused with it; so is a folder that is not a
+low-bit QAT checkpoint, and a run trained with a Hadamard rotation (its effective weight ``Q(W H) H^T`` has no
+integer codes of the unrotated weight with per-row scales).
+
+On success one JSON line is printed (output folder, recipe, module count and :func:`size_report`), and also saved
 as ``size_report.json`` in the output folder; bad input exits with status 2 and a message naming the value,
 before anything is written.
 """
@@ -17,18 +33,24 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
 
 from common.io import write_json
-from common.scaling import RECIPES
+from common.qat.lowbit import INT8_PER_TOKEN, lowbit_codes
+from common.qat.lowbit_io import load_lowbit_model, read_lowbit_record
+from common.scaling import RECIPES, BlockScales
 
 from .checkpoint import save_quantized_checkpoint, size_report
-from .recipe import QuantRecipe
+from .recipe import QuantRecipe, QuantSpec
 from .select import DEFAULT_INCLUDE, select_linears
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+LEARNED = "learned"
+SELECTION_FLAGS = {"include": "--include", "exclude": "--exclude", "skip_first": "--skip-first",
+                   "skip_last": "--skip-last", "skip_proportion": "--skip-proportion", "activations": "--activations"}
 
 
 def parse_recipe(text: str, activations: bool) -> QuantRecipe:
@@ -55,12 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     quantize = commands.add_parser("quantize", help="write a quantized checkpoint of a local HF model")
     quantize.add_argument("--model", required=True, help="HF checkpoint folder (local files only)")
-    quantize.add_argument("--recipe", required=True, help=f"{', '.join(RECIPES)}, a JSON object or a .json file")
+    quantize.add_argument("--recipe", required=True,
+                          help=f"{', '.join(RECIPES)}, a JSON object, a .json file, or '{LEARNED}' (a low-bit QAT "
+                               "checkpoint stored with its learned scales)")
     quantize.add_argument("--activations", action="store_true", help="also quantize the inputs of the layers")
-    quantize.add_argument("--include", default=DEFAULT_INCLUDE, help="regex of the Linear module names to quantize")
+    quantize.add_argument("--include", default=None,
+                          help=f"regex of the Linear module names to quantize (default {DEFAULT_INCLUDE!r})")
     quantize.add_argument("--exclude", default=None, help="regex of module names to leave alone")
-    quantize.add_argument("--skip-first", type=int, default=0, help="leave the first K blocks alone")
-    quantize.add_argument("--skip-last", type=int, default=0, help="leave the last M blocks alone")
+    quantize.add_argument("--skip-first", type=int, default=None, help="leave the first K blocks alone")
+    quantize.add_argument("--skip-last", type=int, default=None, help="leave the last M blocks alone")
     quantize.add_argument("--skip-proportion", type=float, nargs=2, metavar=("FIRST", "LAST"), default=None,
                           help="leave the first and last fractions of the blocks alone, rounded to the nearest "
                                "block (instead of --skip-first/--skip-last), e.g. 0.1154 0.0769 = 3 and 2 of 26")
@@ -70,23 +95,65 @@ def build_parser() -> argparse.ArgumentParser:
 
 def quantize_command(args: argparse.Namespace) -> dict[str, object]:
     """Load, select, save; returns the JSON summary. ValueError for bad input, before anything is written."""
-    recipe = parse_recipe(args.recipe, args.activations)
+    learned = args.recipe == LEARNED
+    if learned:
+        given = [flag for field, flag in SELECTION_FLAGS.items()
+                 if getattr(args, field) is not None and getattr(args, field) is not False]
+        if given:
+            raise ValueError(f"{given[0]} does not apply to --recipe {LEARNED}: the stored layers and their "
+                             "activation quantization are the QAT run's own")
+        recipe = None
+    else:
+        recipe = parse_recipe(args.recipe, args.activations)
     model_dir = Path(args.model)
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"--model {args.model!r} is not a Hugging Face checkpoint folder (no config.json)")
     if Path(args.out).resolve() == model_dir.resolve():
         raise ValueError(f"--out {args.out!r} is the --model folder: it would be replaced")
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32)
-    tokenizer = None
-    if any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    names = select_linears(model, include=args.include, exclude=args.exclude, skip_first=args.skip_first,
-                           skip_last=args.skip_last, skip_proportion=args.skip_proportion)
-    out = save_quantized_checkpoint(model, tokenizer, recipe, names, args.out)
+    if learned:
+        model, tokenizer, recipe, names, weight_scales = load_learned(model_dir)
+    else:
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
+                                                                  dtype=torch.float32)
+        tokenizer = None
+        if any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        names = select_linears(model, include=DEFAULT_INCLUDE if args.include is None else args.include,
+                               exclude=args.exclude, skip_first=args.skip_first or 0, skip_last=args.skip_last or 0,
+                               skip_proportion=args.skip_proportion)
+        weight_scales = None
+    out = save_quantized_checkpoint(model, tokenizer, recipe, names, args.out, weight_scales=weight_scales)
     summary = {"out": str(out), "source": str(model_dir), "recipe": recipe.to_dict(), "modules": len(names),
                **size_report(model, out)}
     write_json(out / "size_report.json", summary)  # the size on disk next to the original's, kept as an artifact
     return summary
+
+
+def load_learned(model_dir: Path) -> tuple[torch.nn.Module, Any, QuantRecipe, list[str], dict[str, BlockScales]]:
+    """``(model, tokenizer, recipe, names, weight_scales)`` of the low-bit QAT checkpoint ``model_dir`` (module
+    docstring, ``--recipe learned``): the model holds the effective weights ``Q(W)`` of the trained layers
+    ``names``, whose codes and learned per-row scales are ``weight_scales``. ValueError naming the folder when it is
+    not a low-bit QAT checkpoint or was trained with a Hadamard rotation."""
+    try:
+        qat = read_lowbit_record(model_dir)
+    except ValueError as err:
+        raise ValueError(f"--recipe {LEARNED}: {err}") from None
+    if qat.get("hadamard"):
+        raise ValueError(f"--recipe {LEARNED}: {str(model_dir)!r} was trained with a Hadamard rotation (hadamard: "
+                         "true): its effective weights Q(W H) H^T cannot be stored as codes of the unrotated weight "
+                         "with per-row scales")
+    model, tokenizer, handle = load_lowbit_model(model_dir)
+    names = list(handle.names)
+    formats, weight_scales = set(), {}
+    for name in names:
+        fmt, weight_scales[name] = lowbit_codes(handle.latent_weight(name), handle.alphas()[name], handle.bits)
+        formats.add(fmt)
+    (elem,) = formats
+    handle.remove(materialize=True)  # plain Linear layers holding Q(W), bit for bit
+    a8 = handle.activation_bits == 8
+    recipe = QuantRecipe(QuantSpec(elem, "fp32", "row", rule=None), INT8_PER_TOKEN if a8 else None,
+                         f"paretoq-w{handle.bits:g}{'a8' if a8 else ''}")
+    return model, tokenizer, recipe, names, weight_scales
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,15 +1,19 @@
 """Quantization-aware training: fake quantization with a straight-through estimator (STE); W8A8 QAT with
 quantized gradients and delayed per-tensor scaling (HiF8, ``papers/maxwindow_hif8``); low-bit (1-4 bit) weight
-QAT with learnable per-row scales (ParetoQ quantizers, for WinQ: ``common.winq``)."""
+QAT with learnable per-row scales (ParetoQ quantizers, for WinQ: ``common.winq``), their integer codes
+(:func:`lowbit_codes`) and checkpoint files (:mod:`common.qat.lowbit_io`)."""
 
 from .lowbit import (
+    INT8_PER_TOKEN,
     LOWBIT_BITS,
+    LOWBIT_CODES,
     LowBitHandle,
     attach_lowbit,
     effective_weight,
     hadamard_matrix,
     init_alpha,
     int8_per_token,
+    lowbit_codes,
     lowbit_grads,
     lowbit_quantize,
     lowbit_selection,
@@ -29,7 +33,9 @@ from .w8a8 import (
 from .warmup import BF16Warmup
 
 __all__ = [
+    "INT8_PER_TOKEN",
     "LOWBIT_BITS",
+    "LOWBIT_CODES",
     "ROLES",
     "TELEMETRY_FIELDS",
     "BF16Warmup",
@@ -45,6 +51,7 @@ __all__ = [
     "hadamard_matrix",
     "init_alpha",
     "int8_per_token",
+    "lowbit_codes",
     "lowbit_grads",
     "lowbit_quantize",
     "lowbit_selection",

@@ -49,7 +49,24 @@ quantization below acts on the unrotated ``x``).
 
 8-bit activations (``activation_bits=8``, ParetoQ's A8): per token (last dimension) symmetric absmax int8,
 ``s = max|x| / 127`` (``s = 1`` where the max is 0), ``x_q = clamp(round(x / s), -128, 127) s``, applied by a
-forward pre-hook with a straight-through gradient (:func:`common.qat.ste_quantize`).
+forward pre-hook with a straight-through gradient (:func:`common.qat.ste_quantize`). It is the PTQ spec
+:data:`INT8_PER_TOKEN` (``QuantSpec("int8", "fp32", "row", "absmax")``), so a quantized checkpoint re-attaches
+exactly this quantization (:func:`int8_per_token`).
+
+Codes (:func:`lowbit_codes`): every bit width's levels are integer codes of a registered element format times one
+float32 scale per row, bit-equal to the forward value ``Q(W)`` (what ``common.ptq`` stores for a trained model)::
+
+    bits   format     codes                              scale per row
+    1      binary     sign(u), sign(0) := +1             alpha_c
+    1.58   ternary    k = round(clamp(u, -c, c) 1.5)     fl(alpha_c fl(1 / 1.5))
+    2      midrise2   2k + 1, k = round(2 clamp(u) - 1/2) alpha_c / 4
+    3, 4   int3_tc,   clamp(round(u), Qn, Qp)            alpha_c
+           int4_tc
+
+with ``alpha_c = clamp_alpha(alpha)`` and ``u = W / alpha_c``. Exactness: the forward level is ``(k + shift) / n``
+in floating point; ternary ``fl(k / 1.5) alpha_c = k fl(fl(1/1.5) alpha_c)`` for ``k`` in ``{-1, 0, 1}``; the 2-bit
+level ``(k + 1/2) / 2`` and ``alpha_c / 4`` are exact (powers of two), so ``(2k + 1) (alpha_c / 4)`` and
+``((k + 1/2) / 2) alpha_c`` are one rounding of the same real number.
 
 :func:`attach_lowbit` registers the weight quantizer as a ``torch.nn.utils.parametrize`` parametrization whose module
 owns ``alpha`` as an ``nn.Parameter``: ``model.parameters()`` yields the latent weight
@@ -71,7 +88,9 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from common.ptq.apply import linear_modules
+from common.ptq.recipe import QuantSpec
 from common.ptq.select import select_linears
+from common.scaling import BlockScales
 
 from .ste import ste_quantize
 
@@ -80,6 +99,10 @@ ACTIVATION_BITS = (8,)
 ALPHA_EPS = 1e-5
 STRETCH_CLIP = 1 - 1e-2
 LOWBIT_INCLUDE = r"(self_attn\.(q_proj|k_proj|v_proj|o_proj)|mlp\.(gate_proj|up_proj|down_proj))$"
+# bits -> (element format of the codes, codes per unit of alpha): level q(u) = code / codes_per_unit
+LOWBIT_CODES: dict[float, tuple[str, float]] = {1: ("binary", 1.0), 1.58: ("ternary", 1.5), 2: ("midrise2", 4.0),
+                                                3: ("int3_tc", 1.0), 4: ("int4_tc", 1.0)}
+INT8_PER_TOKEN = QuantSpec("int8", "fp32", "row", "absmax")  # ParetoQ's A8 (module docstring)
 
 
 @dataclass(frozen=True)
@@ -140,13 +163,19 @@ def init_alpha(weight: torch.Tensor, bits: float) -> torch.Tensor:
     return row_max if spec.family == "stretched" else row_max / spec.grad_qp
 
 
+def stretched_index(u: torch.Tensor, spec: LowBitSpec) -> torch.Tensor:
+    """The integer ``k = round(clamp(u, -c, c) n - shift)`` of a stretched quantizer (round half to even): -1 .. 1
+    for 1.58 bits, -2 .. 1 for 2 bits; the level is ``(k + shift) / n``."""
+    return torch.round(torch.clamp(u, -STRETCH_CLIP, STRETCH_CLIP) * spec.n - spec.shift)
+
+
 def normalized_levels(u: torch.Tensor, bits: float) -> torch.Tensor:
     """``q(u)`` of the module docstring (the level in units of alpha)."""
     spec = lowbit_spec(bits)
     if spec.family == "binary":
         return sign_plus(u)
     if spec.family == "stretched":
-        return (torch.round(torch.clamp(u, -STRETCH_CLIP, STRETCH_CLIP) * spec.n - spec.shift) + spec.shift) / spec.n
+        return (stretched_index(u, spec) + spec.shift) / spec.n
     return torch.clamp(torch.round(u), spec.lo, spec.hi)
 
 
@@ -154,6 +183,28 @@ def lowbit_quantize(weight: torch.Tensor, alpha: torch.Tensor, bits: float) -> t
     """``w_q = q(W / alpha_c) alpha_c`` with ``alpha_c = clamp_alpha(alpha)`` (the forward value; no autograd)."""
     alpha = clamp_alpha(alpha)
     return normalized_levels(weight / alpha, bits) * alpha
+
+
+def lowbit_codes(weight: torch.Tensor, alpha: torch.Tensor, bits: float) -> tuple[str, BlockScales]:
+    """``(format name, BlockScales)`` of ``Q(W) = lowbit_quantize(weight, alpha, bits)`` as integer codes times one
+    scale per row (module docstring table, :data:`LOWBIT_CODES`): ``elements`` holds the codes as values of the
+    format's grid (``weight``'s shape and dtype), ``block`` the per-row scale (``alpha``'s (out, 1) shape and dtype),
+    ``global_`` None; ``elements * block`` is bit-equal to :func:`lowbit_quantize` (``torch.equal``). No autograd."""
+    spec = lowbit_spec(bits)
+    fmt, per_unit = LOWBIT_CODES[spec.bits]
+    with torch.no_grad():
+        alpha = clamp_alpha(alpha.detach())
+        u = weight.detach() / alpha
+        if spec.family == "binary":
+            codes = sign_plus(u)
+        elif spec.family == "stretched":  # ternary: k; 2 bits: 2 (k + 1/2) = 2k + 1
+            codes = (stretched_index(u, spec) + spec.shift) * (per_unit / spec.n)
+        else:
+            codes = torch.clamp(torch.round(u), spec.lo, spec.hi)
+        # fl(1 / per_unit) in alpha's dtype, as the forward's division by n forms it: 1 / 1.5 rounded, or 1/4 exact
+        step = torch.ones((), dtype=alpha.dtype, device=alpha.device) / per_unit
+        scale = alpha * step
+    return fmt, BlockScales(block=scale, global_=None, elements=codes + 0.0)
 
 
 def lowbit_grads(weight: torch.Tensor, alpha: torch.Tensor, grad: torch.Tensor,
@@ -218,10 +269,14 @@ def effective_weight(weight: torch.Tensor, alpha: torch.Tensor, bits: float, had
 
 def int8_per_token(x: torch.Tensor) -> torch.Tensor:
     """Per-token symmetric absmax int8 (ParetoQ's A8): ``s = max|x| / 127`` over the last dimension (``s = 1`` where
-    the max is 0), ``clamp(round(x / s), -128, 127) s`` (round half to even)."""
-    amax = x.abs().amax(dim=-1, keepdim=True)
-    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
-    return torch.clamp(torch.round(x / scale), -128, 127) * scale
+    the max is 0), ``clamp(round(x / s), -128, 127) s`` (round half to even), computed in float32 (a bfloat16 ``x``
+    is rounded back; other dtypes are a ValueError).
+
+    It is :data:`INT8_PER_TOKEN`'s ``quantize`` (``quantize_blocks`` with one absmax block per row): its scale
+    ``fl(max|x| / 127)`` and ``Q_int8(x / s) s`` are the formula's operations; ``|x / s| <= 127`` up to rounding,
+    so the int8 grid's missing -128 never matters, and an all-zero token (``s = 0`` there, quantized as 0) gives
+    the formula's ``round(0 / 1) 1 = 0``."""
+    return INT8_PER_TOKEN.quantize(x)
 
 
 class NoiseSource:
@@ -329,12 +384,18 @@ class LowBitHandle:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.noise.load_state_dict(state["noise"])
 
-    def remove(self) -> None:
-        """Plain Linear layers holding their latent weights; the alphas go (idempotent)."""
+    def remove(self, *, materialize: bool = False) -> None:
+        """Plain Linear layers holding their latent weights, or with ``materialize=True`` their noise-free
+        effective weights ``Q(W)`` (:meth:`quantized_weight`, bit for bit); the alphas and the activation hooks go
+        (idempotent)."""
+        effective = {name: self.quantized_weight(name) for name in self._modules} if materialize else {}
         for hook in self._hooks:
             hook.remove()
-        for module in self._modules.values():
+        for name, module in self._modules.items():
             parametrize.remove_parametrizations(module, "weight", leave_parametrized=False)
+            if name in effective:
+                with torch.no_grad():
+                    module.weight.copy_(effective[name])
         self._hooks, self._modules = [], {}
 
     def __enter__(self) -> LowBitHandle:

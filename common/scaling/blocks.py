@@ -3,7 +3,9 @@
 Geometry: blocks are ``block_size`` consecutive elements along ``axis`` (default the last). When the axis
 length is not a multiple of the block size, the last block of each row is zero-padded; zeros change neither a
 block's max nor its error, and the padding is dropped from the result. A block size larger than the axis gives
-one block per row; ``block_size=None`` gives one block for the whole tensor (per-tensor scaling).
+one block per row; ``block_size="row"`` is that explicitly, one block spanning the whole axis (per output channel
+for an ``(out, in)`` weight, per token for activations) whatever its length; ``block_size=None`` gives one block
+for the whole tensor (per-tensor scaling).
 
 Two-level ("hierarchical") scaling, ``global_scale="tensor"`` or ``"row"``: an FP32 scale
 ``g = amax / (top * R)`` per tensor or per row (``row`` = every index of the other axes) is divided out first,
@@ -54,7 +56,7 @@ def quantize_blocks(
     x: torch.Tensor,
     elem: str | Format = "e2m1",
     scale: str | Format = "ue4m3",
-    block_size: int | None = 16,
+    block_size: int | str | None = 16,
     rule: str | ScaleRule = "absmax",
     *,
     prevent_zero: bool = False,
@@ -85,6 +87,8 @@ def quantize_blocks(
         return (empty, BlockScales(torch.empty(0), None, empty.float())) if return_scales else empty
     moved = x32.movedim(axis, -1) if x32.dim() else x32.reshape(1)
     rows_shape, length = moved.shape[:-1], moved.shape[-1]
+    if block_size == "row":
+        block_size = length
     size = moved.numel() if block_size is None else block_size
     n_per_row = -(-length // size) if length else 0
     padded_length = n_per_row * size
@@ -143,9 +147,11 @@ def _restore_layout(blocks: torch.Tensor, moved_shape: torch.Size, padded_length
     return (result.movedim(-1, axis) if ndim else result.reshape(())).contiguous()
 
 
-def _check_block_args(block_size: int | None, global_scale: str | None, axis: int, x: torch.Tensor) -> None:
-    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
-        raise ValueError(f"block_size must be an integer >= 1 or None (per tensor), got {block_size!r}")
+def _check_block_args(block_size: int | str | None, global_scale: str | None, axis: int, x: torch.Tensor) -> None:
+    if block_size is not None and block_size != "row" and (
+            isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be an integer >= 1 or None (per tensor) or 'row' (one block per row), "
+                         f"got {block_size!r}")
     if global_scale is not None and global_scale not in GLOBAL_SCALES:
         raise ValueError(f"unknown global_scale {global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
     if block_size is None and global_scale == "row":

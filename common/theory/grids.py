@@ -66,6 +66,9 @@ def element_cells(elem: str) -> ElementCells:
     if fmt.family is not Family.BINARY and not fmt.signed:
         raise ValueError(f"element format {fmt.name!r} is unsigned: block quantization needs a signed element "
                          "format")
+    if not fmt.symmetric:  # the cells are of |x|: a two's-complement grid (int4_tc: -8 .. 7) is not one
+        raise ValueError(f"element format {fmt.name!r} is not symmetric (lowest {fmt.lowest:g}, max {fmt.max:g}): "
+                         "the theory quantizes magnitudes")
     q = _grid(fmt, "element") if fmt.family is not Family.BINARY else np.array([1.0])
     mids = (q[:-1] + q[1:]) / 2
     for array in (q, mids):

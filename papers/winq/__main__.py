@@ -3,18 +3,25 @@ output atomically). ``--config-json`` is the profile's study config (``settings.
 
 Artifacts: a run's logs in ``--run-dir`` (``train_log.csv``, ``eval_log.csv``: the validation-perplexity curve,
 ``train_summary.json``, ``qat.json``) and its checkpoint in ``--out`` (latent weights, ``lowbit_metadata.json``,
-``lowbit_scales.safetensors``); a Hessian cell is one JSON file.
+``lowbit_scales.safetensors``); a Hessian cell and an evaluation are one JSON file each. The summary reads a run's
+logs by the folder they lie in (``<runs>/<run>/eval_log.csv``), its evaluation as ``<eval>/<run>.json`` (``base``:
+the full-precision base model), its Hessian cell as ``<hessian>/<run>.json`` and the ``size_report.json`` in its
+quantized checkpoint folder (``.../trained/winq/<run>``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from common.cli import REQUIRED, require_paths, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
 from common.config import json_object
-from common.io import write_json
+from common.io import read_json, write_json
+
+from .settings import FIGURES
 
 
 def train_run(args: argparse.Namespace) -> None:
@@ -30,6 +37,62 @@ def train_run(args: argparse.Namespace) -> None:
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
              every=interpolation.get("every"), strength=interpolation.get("strength", WINQ_STRENGTH),
              noise_sigma=settings["noise_sigma"], noise_seed=settings["noise_seed"], hadamard=settings["hadamard"])
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    from common.eval import evaluate_checkpoint, write_evaluation
+
+    settings = json_object(args.config_json)
+    options = {k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")}
+    write_evaluation(args.out, evaluate_checkpoint(args.model, args.split, cloze=args.cloze, choice=args.choice,
+                                                   **options))
+
+
+def summary(args: argparse.Namespace) -> None:
+    from .study import study_summary
+
+    curves = {Path(p).parent.name: p for p in args.curves}
+    seconds = {run: read_json(Path(p).with_name("train_summary.json"))["seconds"] for run, p in curves.items()}
+    evaluations = {Path(p).stem: read_json(p) for p in args.evaluations}
+    hessians = {Path(p).stem: read_json(p) for p in args.hessians}
+    bits = {Path(p).name: read_json(Path(p) / "size_report.json")["bits_per_weight"] for p in args.quantized}
+    write_json(args.out, study_summary(json_object(args.config_json), curves, evaluations, hessians, seconds, bits))
+
+
+def figure(args: argparse.Namespace) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")  # files only: never open a window
+    from common.report.figures import save_figure
+
+    from .figures import PLOTS
+
+    save_figure(PLOTS[args.kind](read_json(args.summary)), args.png, args.pdf)
+
+
+def claims(args: argparse.Namespace) -> None:
+    from .claims import study_claims
+
+    rows = study_claims(read_json(args.summary), json_object(args.config_json), args.summary)
+    write_json(args.out, [c.to_dict() for c in rows])
+
+
+def context(args: argparse.Namespace) -> None:
+    from common.report import figure_entries, training_seconds
+
+    from .context import build_context
+    from .figures import caption
+
+    config = json_object(args.config_json)
+    study = read_json(args.summary)
+    stages = {f"QAT, {r['run']}": r["train_seconds"] for r in study["runs"]}
+    stages |= {f"Hessian spectrum, {h['run']}": h["wall_time_s"] for h in study["hessian"]}
+    stages |= training_seconds(args.base_model_metadata)
+    write_json(args.out, build_context(
+        config=config, profile=args.profile, summary=study, claims=read_json(args.claims),
+        figures=figure_entries(args.figures, caption), artifacts=[*args.cited, args.summary, args.claims],
+        rerun_examples=args.rerun_example,
+        seeds={"training data order": args.seed, "noise": config["noise"]["seed"], "Hessian probes": args.seed,
+               "workflow": args.seed}, stage_seconds=stages))
+
 
 def hessian(args: argparse.Namespace) -> None:
     from .hessian import spectrum_cell
@@ -51,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
          "(sequences of train.seq_len tokens; --seed: the probes)",
          [("--config-json", req), ("--model", req), ("--split", req), ("--seed", {"type": int, "default": 0}),
           ("--out", req)]),
+        ("evaluate", evaluate, "one model on the held-out split: perplexity and the zero-shot tasks",
+         [("--config-json", req), ("--model", req), ("--split", req), ("--cloze", req), ("--choice", req),
+          ("--out", req)]),
+        ("summary", summary, "the study's summary over every run",
+         [("--config-json", req), ("--curves", MANY), ("--evaluations", MANY),
+          ("--hessians", {"nargs": "*", "default": []}), ("--quantized", MANY), ("--out", req)]),
+        ("figure", figure, "one figure as PNG and PDF",
+         [("kind", {"choices": list(FIGURES)}), ("--summary", req), ("--png", req), ("--pdf", req)]),
+        ("claims", claims, "the claims table", [("--config-json", req), ("--summary", req), ("--out", req)]),
+        ("context", context, "the report context", [("--summary", req), *CONTEXT_FLAGS]),
     ])
 
 

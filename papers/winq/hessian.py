@@ -24,9 +24,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from common.analysis.hessian import model_hessian_spectrum
 from common.data import read_jsonl, token_stream
 from common.io import read_json
+from common.qat.lowbit_io import METADATA_FILE, load_lowbit_model
 from common.train import causal_lm_loss
-
-from .run import METADATA_FILE, load_lowbit_model
 
 
 def first_sequences(tokens: torch.Tensor, seq_len: int, count: int) -> torch.Tensor:
@@ -42,7 +41,7 @@ def first_sequences(tokens: torch.Tensor, seq_len: int, count: int) -> torch.Ten
 def spectrum_cell(model_dir: str | os.PathLike[str], split: str | os.PathLike[str],
                   config_hessian: Mapping[str, Any], seq_len: int, seed: int) -> dict[str, Any]:
     """The Hessian spectrum (module docstring) of the low-bit checkpoint ``model_dir``
-    (:func:`papers.winq.run.load_lowbit_model`) on the JSONL split ``split``; ``config_hessian``: the config's
+    (:func:`common.qat.lowbit_io.load_lowbit_model`) on the JSONL split ``split``; ``config_hessian``: the config's
     ``hessian`` section (``probes``, ``steps``, ``sigma``, ``grid``, ``near_zero``, ``batch_sequences``), ``seed``:
     the probes' start vectors.
 

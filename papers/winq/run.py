@@ -12,8 +12,10 @@ Outputs: in ``run_dir`` the logs of :func:`common.train.train` (``eval_log.csv``
 every ``eval_every`` steps and at the last step, the curve the speedup is read from) and ``qat.json`` (the run's
 QAT settings); in ``out`` the checkpoint of the *latent* weights (a plain HF model: ``save_checkpoint``; its
 ``lowbit_metadata.json`` records the run) and ``lowbit_scales.safetensors`` with the learned scales, one tensor
-``<module name>.alpha`` (out x 1) per quantized layer. :func:`load_lowbit_model` re-attaches the quantizers with
-these scales, so its effective weights ``Q(W)`` are exactly those at the end of training.
+``<module name>.alpha`` (out x 1) per quantized layer (the files of :mod:`common.qat.lowbit_io`).
+:func:`common.qat.lowbit_io.load_lowbit_model` re-attaches the quantizers with these scales, so
+its effective weights ``Q(W)`` are exactly those at the end of training; ``python -m common.ptq quantize --recipe
+learned`` stores them as packed integer codes and the learned per-row scales.
 
 A run resumes from ``run_dir/checkpoint.pt`` after a kill: the hooks' state (interpolation count, the noise
 generator) travels in the checkpoint, so a resumed run ends with the weights of an uninterrupted one. A checkpoint
@@ -29,18 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-
 from common.data import read_jsonl, token_stream
-from common.io import atomic_path, read_json, write_json
+from common.io import read_json, write_json
 from common.models import count_parameters, load_model, save_checkpoint
 from common.qat.lowbit import LowBitHandle, attach_lowbit, lowbit_selection, lowbit_spec
+from common.qat.lowbit_io import lowbit_scales, save_lowbit_scales
 from common.train import Hooks, TrainConfig, train
 from common.winq import WINQ_STRENGTH, WinQ
-
-SCALES_FILE = "lowbit_scales.safetensors"
-METADATA_FILE = "lowbit_metadata.json"
 
 
 @dataclass(frozen=True)
@@ -127,14 +124,13 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     _forget_stale_checkpoint(run_dir, qat)
     summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=hooks,
                     stale_checkpoint="restart")
-    scales = {f"{name}.alpha": alpha.detach().cpu().contiguous().clone() for name, alpha in handle.alphas().items()}
+    scales = lowbit_scales(handle)
     handle.remove()  # the latent weights stay in the layers
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),
                 "parameters": count_parameters(model), "training": summary,
                 "qat": {**qat, "interpolations": hooks.interpolations if isinstance(hooks, WinQ) else 0}}
     save_checkpoint(model.cpu(), tokenizer, out, metadata)
-    with atomic_path(Path(out) / SCALES_FILE) as tmp:
-        save_file(scales, str(tmp))
+    save_lowbit_scales(scales, out)
     return metadata
 
 
@@ -144,33 +140,3 @@ def _forget_stale_checkpoint(run_dir: Path, qat: dict[str, Any]) -> None:
     if not record.is_file() or read_json(record) != qat:
         (run_dir / "checkpoint.pt").unlink(missing_ok=True)
     write_json(record, qat)
-
-
-def load_lowbit_model(folder: str | os.PathLike[str]) -> tuple[torch.nn.Module, Any, LowBitHandle]:
-    """``(model, tokenizer, handle)`` of a checkpoint written by :func:`winq_run`: the latent weights with the run's
-    quantizers re-attached (``qat`` of ``lowbit_metadata.json``: bits, activation bits, Hadamard, layers) and the
-    learned scales of ``lowbit_scales.safetensors``; noise off, eval mode. Its effective weights ``Q(W)`` equal those
-    at the end of training exactly. ValueError for a folder without the scales or the metadata's ``qat`` record, or
-    scales that do not match the layers (names or shapes)."""
-    folder = Path(folder)
-    if not (folder / SCALES_FILE).is_file():
-        raise ValueError(f"{str(folder)!r} is not a low-bit QAT checkpoint: no {SCALES_FILE}")
-    qat = read_json(folder / METADATA_FILE).get("qat")
-    if not qat or "bits" not in qat:
-        raise ValueError(f"{str(folder / METADATA_FILE)!r} has no low-bit QAT record ('qat' with 'bits')")
-    model, tokenizer = load_model(folder)
-    handle = attach_lowbit(model, qat["layers"], qat["bits"], activation_bits=qat["activation_bits"],
-                           hadamard=qat["hadamard"])
-    scales = load_file(str(folder / SCALES_FILE))
-    expected = {f"{name}.alpha" for name in handle.names}
-    if set(scales) != expected:
-        raise ValueError(f"{SCALES_FILE} in {str(folder)!r} holds {sorted(set(scales) ^ expected)[:3]} that do not "
-                         "match the quantized layers")
-    with torch.no_grad():
-        for name, alpha in handle.alphas().items():
-            saved = scales[f"{name}.alpha"]
-            if saved.shape != alpha.shape:
-                raise ValueError(f"{SCALES_FILE}: {name}.alpha has shape {tuple(saved.shape)}, the layer needs "
-                                 f"{tuple(alpha.shape)}")
-            alpha.copy_(saved)
-    return model.eval(), tokenizer, handle

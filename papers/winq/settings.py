@@ -22,6 +22,7 @@ from common.train import TrainConfig
 from .run import METHODS
 
 KEY = "winq"
+FIGURES = ("curves", "final", "spectra", "spectra-winq", "hessian-stats")  # the report's figure ids
 BIT_WIDTHS = {str(bits): bits for bits in LOWBIT_BITS}  # by their YAML spelling: "1", "1.58", "2", "3", "4"
 
 
@@ -35,6 +36,10 @@ def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
         lookup(active["settings"], name, "setting", f"{KEY}.study_settings")
     for method in active["methods"]:
         lookup(METHODS, method, "method", f"{KEY}.methods")
+    for method in active["hessian"]["methods"]:
+        if method not in active["methods"]:
+            raise ValueError(f"{KEY}.hessian.methods: {method!r} is not a study method; valid: "
+                             f"{', '.join(active['methods'])}")
     every, steps = active["interpolation"]["every"], active["train"]["max_steps"]
     if every >= steps:
         raise ValueError(f"{KEY}.interpolation.every {every} must be below train.max_steps {steps} (no interpolation "
@@ -48,6 +53,28 @@ def run_names(config: Mapping[str, Any]) -> list[str]:
     """Every run of the grid (module docstring): study settings in their configured order, each with every method
     in the configured order."""
     return [f"{setting}-{method}" for setting in config["study_settings"] for method in config["methods"]]
+
+
+def hessian_runs(config: Mapping[str, Any]) -> list[str]:
+    """The runs whose Hessian spectrum the study computes: every study setting with each of ``hessian.methods``."""
+    return [f"{setting}-{method}" for setting in config["study_settings"] for method in config["hessian"]["methods"]]
+
+
+def run_config(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The part of ``config`` that run ``name`` depends on, alone: its setting, its learning-rate group's rate, the
+    interpolation and noise settings only when its method uses them (the noise seed always), the Hadamard flag and
+    the train fields. :func:`run_settings` and :func:`train_config` of this part equal those of ``config``, so a
+    workflow can rerun one run when (and only when) its own settings change."""
+    settings = run_settings(config, name)
+    group = learning_rate_group(settings["bits"], settings["activation_bits"])
+    part = {"settings": {settings["setting"]: dict(config["settings"][settings["setting"]])},
+            "study_settings": [settings["setting"]], "methods": [settings["method"]],
+            "learning_rates": {group: config["learning_rates"][group]}, "hadamard": config["hadamard"],
+            "noise": dict(config["noise"]) if settings["noise_sigma"] else {"seed": config["noise"]["seed"]},
+            "train": dict(config["train"])}
+    if settings["interpolation"]:
+        part["interpolation"] = dict(config["interpolation"])
+    return part
 
 
 def learning_rate_group(bits: float, activation_bits: int | None) -> str:

@@ -43,6 +43,22 @@ def test_known_codes():
     assert decode(torch.tensor([0x7F, 0x81, 0xFF]), "int8").tolist() == [127.0, -127.0, -1.0]
     assert math.isnan(decode(torch.tensor([0x80]), "int8").item())
     assert decode(torch.tensor([0, 1]), "binary").tolist() == [1.0, -1.0]
+    assert decode(torch.tensor([0x7, 0x8, 0xF]), "int4_tc").tolist() == [7.0, -8.0, -1.0]
+    assert decode(torch.tensor([0x3, 0x4, 0x7]), "int3_tc").tolist() == [3.0, -4.0, -1.0]
+    assert decode(torch.tensor([0, 1, 2, 3]), "midrise2").tolist() == [1.0, 3.0, -3.0, -1.0]
+
+
+@pytest.mark.parametrize("name", ["int3_tc", "int4_tc", "midrise2"])
+def test_twos_complement_grids_encode_every_level(name):
+    """Every level of the full two's-complement grids has its code (the code read as a signed integer k is the
+    value, or 2k + 1 for mid-rise); encode -> decode is exact on the levels."""
+    fmt = get_format(name)
+    levels = torch.tensor(fmt.finite_values, dtype=torch.float32)
+    codes = encode(levels, fmt).long()
+    signed = torch.where(codes >= 2 ** (fmt.bits - 1), codes - 2**fmt.bits, codes).float()
+    assert torch.equal(levels, 2 * signed + 1 if name == "midrise2" else signed)
+    assert torch.equal(decode(codes, fmt), levels)
+    assert sorted(codes.tolist()) == list(range(2**fmt.bits))
 
 
 def test_encode_specials():

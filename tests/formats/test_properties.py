@@ -6,7 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.formats import FORMATS, get_format, quantize
+from common.formats import FORMATS, Family, get_format, quantize
 
 NAMES = sorted(FORMATS)
 ROUNDINGS = ["rne", "away"]
@@ -42,15 +42,33 @@ def test_monotone(name, rounding, data):
     assert (q[1:] >= q[:-1]).all()
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if FORMATS[n].signed])
-@pytest.mark.parametrize("rounding", ROUNDINGS)
+# sign-symmetric rounding: symmetric grids; not midrise2 under "rne" (ties go to the even two's-complement code)
+SYMMETRIC = [(n, r) for n in NAMES for r in ROUNDINGS
+             if FORMATS[n].signed and FORMATS[n].symmetric and not (FORMATS[n].family is Family.MIDRISE and r == "rne")]
+
+
+@pytest.mark.parametrize(("name", "rounding"), SYMMETRIC)
 @given(data=st.data())
 def test_sign_symmetric(name, rounding, data):
     fmt = get_format(name)
     x = tensor(data.draw(finite_floats(fmt)))
-    if name == "binary":  # zero maps to +1 whatever its sign
+    if fmt.family in (Family.BINARY, Family.MIDRISE):  # zero maps to +1 whatever its sign
         x = x[x != 0]
     assert torch.equal(quantize(-x, fmt, rounding=rounding), -quantize(x, fmt, rounding=rounding))
+
+
+@pytest.mark.parametrize("name", ["int3_tc", "int4_tc"])
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@given(data=st.data())
+def test_twos_complement_is_sign_symmetric_inside_the_symmetric_range(name, rounding, data):
+    """Inside ``[-max, max]`` the full two's-complement grid rounds like the symmetric one; below, it reaches
+    ``lowest = -max - 1``."""
+    fmt = get_format(name)
+    x = tensor(data.draw(finite_floats(fmt)))
+    inside = x.abs() <= fmt.max
+    assert torch.equal(quantize(-x[inside], fmt, rounding=rounding), -quantize(x[inside], fmt, rounding=rounding))
+    below = x[x < -fmt.max - 0.5]
+    assert (quantize(below, fmt, rounding=rounding) == fmt.lowest).all()
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if FORMATS[n].is_codebook])

@@ -153,6 +153,22 @@ def test_integer_and_binary_grids():
     assert quantize(x, "int4").tolist() == [-7.0, -2.0, -0.0, 0.0, 2.0, 2.0, 7.0, 7.0]
     assert quantize(x, "ternary").tolist() == [-1.0, -1.0, -0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
     assert quantize(torch.tensor([-3.0, -0.1, -0.0, 0.0, 0.2]), "binary").tolist() == [-1.0, -1.0, 1.0, 1.0, 1.0]
+    assert quantize(x, "int4_tc").tolist() == [-8.0, -2.0, -0.0, 0.0, 2.0, 2.0, 7.0, 7.0]
+    assert quantize(x, "int3_tc").tolist() == [-4.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, 3.0]
+    ties = torch.tensor([-8.5, -7.5, -4.5, -3.5, 3.5, 7.5])
+    assert quantize(ties, "int4_tc").tolist() == [-8.0, -8.0, -4.0, -4.0, 4.0, 7.0]
+    assert quantize(ties, "int4_tc", rounding="away").tolist() == [-8.0, -8.0, -5.0, -4.0, 4.0, 7.0]
+    assert quantize(ties, "int3_tc").tolist() == [-4.0, -4.0, -4.0, -4.0, 3.0, 3.0]
+
+
+def test_midrise_grid_and_its_ties():
+    x = torch.tensor([-9.0, -3.0, -2.5, -2.0, -1.5, -1.0, -1e-30, -0.0, 0.0, 1e-30, 0.7, 2.0, 2.1, 3.0, 9.0])
+    assert quantize(x, "midrise2").tolist() == [-3, -3, -3, -3, -1, -1, -1, 1, 1, 1, 1, 1, 3, 3, 3]
+    assert quantize(x, "midrise2", rounding="away").tolist() == [-3, -3, -3, -3, -1, -1, -1, 1, 1, 1, 1, 3, 3, 3, 3]
+    # "rne" is ParetoQ's 2-bit rule on v = 4u: the level (round(2u - 1/2) + 1/2) / 2, round half to even
+    u = torch.linspace(-0.99, 0.99, 397)  # holds u = -1/2, 0, 1/2 (v = -2, 0, 2: ties)
+    paretoq = (torch.round(u * 2 - 0.5) + 0.5) / 2
+    assert torch.equal(quantize(4 * u, "midrise2") / 4, paretoq)
 
 
 def test_bf16_rne_equals_torch_cast_and_fp32_is_identity():

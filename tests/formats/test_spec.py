@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from common.formats import FORMATS, Family, get_format
+from common.formats import FORMATS, Family, Specials, get_format
 
 # (name, max, min normal, min subnormal, distinct finite values) as stated by the specs
 STATED = [
@@ -22,7 +22,10 @@ STATED = [
     ("int4", 7.0, 1.0, 1.0, 15),
     ("int2", 1.0, 1.0, 1.0, 3),
     ("ternary", 1.0, 1.0, 1.0, 3),
+    ("int4_tc", 7.0, 1.0, 1.0, 16),
+    ("int3_tc", 3.0, 1.0, 1.0, 8),
     ("binary", 1.0, 1.0, 1.0, 2),
+    ("midrise2", 3.0, 1.0, 1.0, 4),
 ]
 
 
@@ -54,6 +57,44 @@ def test_float_formulas_agree_with_code_table(name):
     assert fmt.has_zero == (0.0 in values)
 
 
+# (name, every code's value in code order): the integer and mid-rise grids written out
+GRIDS = [
+    ("int4", [0, 1, 2, 3, 4, 5, 6, 7, math.nan, -7, -6, -5, -4, -3, -2, -1]),
+    ("int4_tc", [0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1]),
+    ("int3_tc", [0, 1, 2, 3, -4, -3, -2, -1]),
+    ("int2", [0, 1, math.nan, -1]),
+    ("ternary", [0, 1, math.nan, -1]),
+    ("midrise2", [1, 3, -3, -1]),
+    ("binary", [1, -1]),
+]
+
+
+@pytest.mark.parametrize(("name", "values"), GRIDS)
+def test_integer_and_midrise_code_tables(name, values):
+    np.testing.assert_array_equal(get_format(name).code_values, np.array(values, dtype=np.float64))
+
+
+@pytest.mark.parametrize(("name", "lowest", "symmetric", "has_zero"), [
+    ("int4", -7.0, True, True), ("int4_tc", -8.0, False, True), ("int3_tc", -4.0, False, True),
+    ("midrise2", -3.0, True, False), ("binary", -1.0, True, False), ("e2m1", -6.0, True, True),
+    ("ue4m3", 0.0, False, True), ("e8m0", 2.0**-127, False, False), ("bf16", -get_format("bf16").max, True, True),
+])
+def test_lowest_symmetric_and_zero(name, lowest, symmetric, has_zero):
+    fmt = get_format(name)
+    assert (fmt.lowest, fmt.symmetric, fmt.has_zero) == (lowest, symmetric, has_zero)
+
+
+def test_new_families_and_specials():
+    assert get_format("midrise2").family is Family.MIDRISE
+    assert get_format("int4_tc").family is Family.INT
+    for name in ("int3_tc", "int4_tc", "midrise2"):
+        fmt = get_format(name)
+        assert fmt.specials is Specials.NONE
+        assert (fmt.has_nan, fmt.has_inf, fmt.has_negative_zero) == (False, False, False)
+    assert get_format("midrise2").ulp_at_max == 2.0
+    assert get_format("int4_tc").ulp_at_max == 1.0
+
+
 def test_hif8_has_126_positive_finite_values_and_its_specials():
     fmt = get_format("hif8")
     values = fmt.code_values
@@ -76,6 +117,7 @@ def test_specials_counts():
     assert counts["ue4m3"] == (1, 0)
     assert counts["ue5m3"] == (1, 0)
     assert counts["int8"] == (1, 0)
+    assert counts["int4_tc"] == counts["int3_tc"] == counts["midrise2"] == (0, 0)
 
 
 def test_ulp_at_max():

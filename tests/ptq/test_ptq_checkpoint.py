@@ -1,4 +1,5 @@
-"""Quantized checkpoints: codes + scales on disk, rebuilt torch.equal to apply_quantization, atomically written."""
+"""Quantized checkpoints: codes + scales on disk, rebuilt torch.equal to apply_quantization, atomically written;
+k-bit code packing (1, 2, 3, 4, 8 bits) and reading version-1 checkpoints."""
 
 import json
 import struct
@@ -6,6 +7,7 @@ import struct
 import pytest
 import torch
 from ptq_testing import TINY, assert_same_state, logits, mlp_names, snapshot, tiny_llama
+from safetensors.torch import load_file, save_file
 
 from common.ptq import (
     QuantRecipe,
@@ -17,7 +19,13 @@ from common.ptq import (
     save_quantized_checkpoint,
     size_report,
 )
-from common.ptq.checkpoint import pack_nibbles, unpack_nibbles
+from common.ptq.checkpoint import (
+    CHECKPOINT_FORMAT_VERSION,
+    QUANT_CONFIG_FILE,
+    codes_per_byte,
+    pack_codes,
+    unpack_codes,
+)
 
 RECIPES = {
     "e2m1_ue4m3_16_absmax": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "absmax")),
@@ -95,11 +103,109 @@ def test_packed_4bit_codes_halve_the_code_bytes(tmp_path, model):
 
 def test_nibble_packing_round_trip_odd_length():
     codes = torch.randint(0, 16, (3, 7), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-    packed = pack_nibbles(codes)
+    packed = pack_codes(codes, 2)
     assert packed.shape == (3, 4)
     assert packed[0, 0] == codes[0, 0] | codes[0, 1] << 4
     assert packed[0, 3] == codes[0, 6]
-    assert torch.equal(unpack_nibbles(packed, 7), codes)
+    assert torch.equal(unpack_codes(packed, 7, 2), codes)
+
+
+@pytest.mark.parametrize(("bits", "per_byte"), [(1, 8), (2, 4), (3, 2), (4, 2), (5, 1), (8, 1)])
+def test_codes_per_byte(bits, per_byte):
+    assert codes_per_byte(bits) == per_byte
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("length", [1, 7, 8, 13, 64])
+def test_packing_round_trip_and_byte_layout(bits, length):
+    """``byte[j] = sum_i code[n j + i] << (i 8 / n)``, low bits first, zero-padded; unpack inverts it."""
+    per_byte = codes_per_byte(bits)
+    codes = torch.randint(0, 2**bits, (3, length), dtype=torch.uint8, generator=torch.Generator().manual_seed(bits))
+    packed = pack_codes(codes, per_byte)
+    assert packed.dtype == torch.uint8
+    assert packed.shape == (3, -(-length // per_byte))
+    padded = torch.nn.functional.pad(codes.long(), (0, -length % per_byte)).reshape(3, -1, per_byte)
+    expected = sum(padded[..., i] << (i * 8 // per_byte) for i in range(per_byte))
+    assert torch.equal(packed.long(), expected)
+    assert torch.equal(unpack_codes(packed, length, per_byte), codes)
+
+
+def test_bad_packing_arguments():
+    with pytest.raises(ValueError, match=r"element codes have 1 to 8 bits, got 9"):
+        codes_per_byte(9)
+    with pytest.raises(ValueError, match=r"codes_per_byte must be 1, 2, 4 or 8, got 3"):
+        pack_codes(torch.zeros(2, dtype=torch.uint8), 3)
+
+
+# element formats of 1, 1.58 (2-bit codes), 2, 3, 4 and 8 bits, one fp32 scale per row
+ROW_FORMATS = {"binary": 8, "ternary": 4, "midrise2": 4, "int2": 4, "int3_tc": 2, "int4_tc": 2, "e2m1": 2,
+               "int8": 1}
+
+
+@pytest.mark.parametrize(("elem", "per_byte"), list(ROW_FORMATS.items()))
+def test_per_row_codes_of_every_width_round_trip(tmp_path, model, input_ids, elem, per_byte):
+    recipe = QuantRecipe(QuantSpec(elem, "fp32", "row", "absmax"), QuantSpec("int8", "fp32", "row", "absmax"))
+    names = mlp_names(range(6))
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    meta = read_quantization_config(tmp_path / "q")
+    assert meta["format_version"] == CHECKPOINT_FORMAT_VERSION == 2
+    assert meta["packing"]["codes_per_byte"] == per_byte
+    assert meta["packing"]["bits_per_code"] == 8 // per_byte
+    assert meta["packing"]["packed"] == (per_byte > 1)
+    assert meta["recipe"]["weights"]["block_size"] == "row"
+    entries = header(tmp_path / "q")
+    assert entries["model.layers.0.mlp.down_proj.qcodes"] == ("U8", [32, 64 // per_byte], 32 * 64 // per_byte)
+    assert entries["model.layers.0.mlp.down_proj.qscales"] == ("F32", [32, 1], 32 * 4)
+    loaded, _ = load_quantized_checkpoint(tmp_path / "q")
+    with apply_quantization(model, recipe, names):
+        assert_same_state(loaded.state_dict(), model.state_dict())
+        assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
+    report = size_report(model, tmp_path / "q")
+    rows = 6 * (64 + 64 + 32)  # gate, up (64 x 32), down (32 x 64)
+    weights = 6 * 3 * 32 * 64
+    assert report["selected_quantized_bytes"] == weights // per_byte + 4 * rows
+    assert report["bits_per_weight"] == pytest.approx(8 / per_byte + 32 * rows / weights, rel=1e-12)  # 1-bit: 1.83
+
+
+def rewrite_as_version_1(folder, per_byte_v1):
+    """Turn a version-2 checkpoint into what the version-1 writer made: ``per_byte_v1`` codes per byte (2 for
+    formats of 4 bits or fewer, else 1) and its ``packing`` record."""
+    meta = json.loads((folder / QUANT_CONFIG_FILE).read_text())
+    tensors = load_file(folder / "model.safetensors")
+    for name in meta["modules"]:
+        key, length = f"{name}.qcodes", meta["weights"][name]["shape"][-1]
+        tensors[key] = pack_codes(unpack_codes(tensors[key], length, meta["packing"]["codes_per_byte"]), per_byte_v1)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    meta.pop("scales")
+    meta["format_version"] = 1
+    meta["packing"] = {"codes_per_byte": 2, "for_elem_bits_at_most": 4, "axis": -1, "order": "low nibble first",
+                       "padding": "zero-padded to an even length along the axis", "packed": per_byte_v1 == 2}
+    (folder / QUANT_CONFIG_FILE).write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(("recipe", "per_byte_v1"), [
+    (QuantRecipe.from_name("NVFP4", activations=True), 2),  # 4 bits: nibbles in both versions
+    (QuantRecipe(QuantSpec("int2", "ue4m3", 16)), 2),  # 2 bits: version 1 packed 2 per byte, version 2 packs 4
+    (QuantRecipe(QuantSpec("hif8", "fp32", None)), 1),  # 8 bits: one per byte
+])
+def test_version_1_checkpoints_are_still_read(tmp_path, model, input_ids, recipe, per_byte_v1):
+    names = mlp_names(range(6))
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    rewrite_as_version_1(tmp_path / "q", per_byte_v1)
+    assert read_quantization_config(tmp_path / "q")["format_version"] == 1
+    loaded, _ = load_quantized_checkpoint(tmp_path / "q")
+    with apply_quantization(model, recipe, names):
+        assert_same_state(loaded.state_dict(), model.state_dict())
+        assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
+
+
+def test_unknown_versions_are_refused(tmp_path, model):
+    save_quantized_checkpoint(model, None, QuantRecipe.from_name("NVFP4"), mlp_names(range(6)), tmp_path / "q")
+    meta = json.loads((tmp_path / "q" / QUANT_CONFIG_FILE).read_text())
+    (tmp_path / "q" / QUANT_CONFIG_FILE).write_text(json.dumps({**meta, "format_version": 3}))
+    with pytest.raises(ValueError, match=r"unsupported format 'lowbit-lab-ptq' version 3; this reader: "
+                                         r"lowbit-lab-ptq versions 1, 2"):
+        load_quantized_checkpoint(tmp_path / "q")
 
 
 def test_sizes_smaller_than_the_fp32_original(tmp_path, model):

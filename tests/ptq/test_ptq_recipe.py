@@ -50,6 +50,15 @@ def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
      "unknown option 'criterion' of scale rule 'absmax'; valid options: none"),
     (lambda: QuantSpec("e2m1", "ue4m3", rule="four_over_six", rule_options={"crit": "mae"}),
      "unknown option 'crit' of scale rule 'four_over_six'; valid options: criterion"),
+    (lambda: QuantSpec("int8", "fp32", "col"), "block_size must be an integer >= 1 or None .*'row'.*got 'col'"),
+    (lambda: QuantSpec("int4_tc", "fp32", "row", None, prevent_zero=True),
+     r"prevent_zero=True needs a scale rule: with rule=None \(learned scales\) it must be False"),
+    (lambda: QuantSpec("int4_tc", "fp32", 16, None, global_scale="tensor"),
+     r"global_scale='tensor' needs a scale rule: with rule=None \(learned scales\) it must be None"),
+    (lambda: QuantSpec("int4_tc", "fp32", "row", None, rule_options={"criterion": "mae"}),
+     r"rule_options=\{'criterion': 'mae'\} needs a scale rule"),
+    (lambda: QuantRecipe(None, QuantSpec("int8", "fp32", "row", None)),
+     r"activations are quantized .* spec needs a scale rule, got rule=None"),
     (lambda: QuantRecipe(None, None), "needs weights, activations or both"),
     (lambda: QuantRecipe("NVFP4"), "weights must be a QuantSpec or None, got 'NVFP4'"),
     (lambda: QuantRecipe.from_name("NVFP9"), "unknown recipe 'NVFP9'; valid recipes: MXFP4"),
@@ -61,3 +70,27 @@ def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
 def test_invalid_recipes_name_the_value(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_row_blocks_and_learned_scales_round_trip_through_json():
+    recipe = QuantRecipe(QuantSpec("int4_tc", "fp32", "row", rule=None), QuantSpec("int8", "fp32", "row", "absmax"),
+                         "paretoq-w4a8")
+    data = json.loads(json.dumps(recipe.to_dict()))
+    assert data["weights"]["block_size"] == data["activations"]["block_size"] == "row"
+    assert data["weights"]["rule"] is None
+    assert QuantRecipe.from_dict(data) == recipe
+
+
+def test_row_spec_is_one_block_per_row():
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))
+    spec = QuantSpec("int8", "fp32", "row", "absmax")
+    assert torch.equal(spec.quantize(x), quantize_blocks(x, "int8", "fp32", 40, "absmax"))
+    _, scales = spec.quantize(x, return_scales=True)
+    assert torch.equal(scales.block, x.abs().amax(dim=-1, keepdim=True) / 127)
+
+
+def test_learned_scales_cannot_quantize():
+    spec = QuantSpec("midrise2", "fp32", "row", rule=None)
+    with pytest.raises(ValueError, match=r"QuantSpec\('midrise2', 'fp32', block_size='row', rule=None\): the scales "
+                                         r"are learned \(QAT\), not selected from data"):
+        spec.quantize(torch.ones(2, 4))

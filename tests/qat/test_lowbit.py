@@ -1,5 +1,6 @@
 """ParetoQ low-bit quantizers (common.qat.lowbit): levels, scale initialisation, gradients, the parametrized Linear,
-noise injection, Hadamard rotation, A8 activations, remove() and the noise generator's state."""
+noise injection, Hadamard rotation, A8 activations (the PTQ spec, bit for bit), remove() (and materialize), the noise
+generator's state, and the integer codes of every bit width (codes x scale bit-equal to the forward)."""
 
 import math
 
@@ -7,14 +8,20 @@ import pytest
 import torch
 import transformers
 from torch import nn
+from torch.nn.utils import parametrize
 
+from common.formats import decode, encode, get_format
+from common.ptq import QuantSpec
 from common.qat import (
+    INT8_PER_TOKEN,
     LOWBIT_BITS,
+    LOWBIT_CODES,
     attach_lowbit,
     effective_weight,
     hadamard_matrix,
     init_alpha,
     int8_per_token,
+    lowbit_codes,
     lowbit_grads,
     lowbit_quantize,
     lowbit_selection,
@@ -356,3 +363,93 @@ def test_bad_inputs_raise_naming_the_value():
         handle.quantized_weight("1")
     with pytest.raises(ValueError, match=r"module 'nope' is not an nn.Linear"):
         attach_lowbit(model, ["nope"], 2)
+
+
+def int8_per_token_formula(x):
+    """The A8 formula written out (ParetoQ): s = max|x| / 127 per token, s = 1 where the max is 0."""
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+    return torch.clamp(torch.round(x / scale), -128, 127) * scale
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_int8_per_token_is_the_quant_spec_and_the_formula_bit_for_bit(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(6, 9, 48, generator=g) * torch.exp2(torch.randint(-40, 40, (6, 9, 1), generator=g).float())
+    x[0, 2] = 0.0  # an all-zero token
+    x[1, 3] = -0.0
+    x[2, :, 7] = 0.0  # zeros inside tokens
+    x[3, 4, 5] = x[3, 4].abs().max() * 0.5 / 127 * 3  # a tie (x / s = 1.5) up to rounding of s
+    expected = int8_per_token_formula(x)
+    assert torch.equal(int8_per_token(x), expected)
+    assert torch.equal(INT8_PER_TOKEN.quantize(x), expected)
+    assert QuantSpec("int8", "fp32", "row", "absmax") == INT8_PER_TOKEN
+
+
+# --- codes --------------------------------------------------------------------------------------------------------
+
+def weights_with_edge_cases(bits, seed):
+    """Random (64 x 96) weights with exact zeros, exact ties of the rounding, a tiny and a negative alpha (both
+    clamped to 1e-5) and a row far beyond the clip range."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(64, 96, generator=g) * 0.05
+    alpha = init_alpha(w, bits) * (0.5 + torch.rand(64, 1, generator=g))
+    w[0, :8] = 0.0
+    w[1, :4] = -0.0
+    alpha[2:6] = 0.25  # power of two: u = w / alpha is exact, so the ties below are exact ties
+    ties = {1: [0.0], 1.58: [1 / 3], 2: [-0.5, 0.0, 0.5, 0.25, -0.75], 3: [0.5, -0.5, 1.5, -2.5, 3.5, -4.5],
+            4: [0.5, 2.5, -7.5, 7.5, -8.5]}[bits]
+    w[2:6, : len(ties)] = torch.tensor(ties) * 0.25
+    alpha[6], alpha[7] = 1e-9, -1.0
+    w[8] *= 100.0
+    return w, alpha
+
+
+@pytest.mark.parametrize("bits", LOWBIT_BITS)
+@pytest.mark.parametrize("seed", range(3))
+def test_lowbit_codes_times_scale_is_the_forward_bit_for_bit(bits, seed):
+    w, alpha = weights_with_edge_cases(bits, seed)
+    fmt, parts = lowbit_codes(w, alpha, bits)
+    formats = {1: "binary", 1.58: "ternary", 2: "midrise2", 3: "int3_tc", 4: "int4_tc"}
+    assert fmt == LOWBIT_CODES[bits][0] == formats[bits]
+    assert parts.global_ is None
+    assert parts.block.shape == (64, 1)
+    assert parts.elements.shape == w.shape
+    assert torch.equal(parts.elements * parts.block, lowbit_quantize(w, alpha, bits))
+    grid = torch.tensor(get_format(fmt).finite_values, dtype=torch.float32)
+    assert torch.isin(parts.elements, grid).all()  # the codes are levels of the format
+    assert torch.equal(decode(encode(parts.elements, fmt), fmt), parts.elements)
+    alpha_c = torch.where(alpha > ALPHA_EPS, alpha, torch.full_like(alpha, ALPHA_EPS))
+    step = {1: 1.0, 1.58: float(torch.tensor(1.0) / 1.5), 2: 0.25, 3: 1.0, 4: 1.0}[bits]
+    assert torch.equal(parts.block, alpha_c * step)
+
+
+def test_ternary_scale_is_the_forward_expression():
+    """The forward forms ``fl(fl(1 / 1.5) alpha)``; so does the code scale (fl(2/3) is the same float32)."""
+    alpha = torch.rand(10_000, 1, generator=torch.Generator().manual_seed(0)) + 1e-3
+    fl = torch.tensor(1.0) / 1.5
+    assert fl == torch.tensor(2.0) / 3
+    _, parts = lowbit_codes(torch.ones(10_000, 1), alpha, 1.58)  # u = 1 / alpha >= clip: code 1
+    assert torch.equal(parts.elements, torch.ones(10_000, 1))
+    assert torch.equal(parts.block, alpha * fl)
+    assert torch.equal(parts.block, lowbit_quantize(torch.ones(10_000, 1), alpha, 1.58))
+
+
+def test_lowbit_codes_rejects_unknown_bits():
+    with pytest.raises(ValueError, match=r"unknown weight bit width 5"):
+        lowbit_codes(W, torch.ones(2, 1), 5)
+
+
+@pytest.mark.parametrize("bits", LOWBIT_BITS)
+def test_remove_materialize_keeps_the_effective_weights(bits):
+    model = linear_with(W, B)
+    handle = attach_lowbit(model, ["0"], bits, activation_bits=8)
+    effective = handle.quantized_weight("0")
+    latent = handle.latent_weight("0").detach().clone()
+    handle.remove(materialize=True)
+    assert not parametrize.is_parametrized(model[0], "weight")
+    assert not model[0]._forward_pre_hooks
+    assert torch.equal(model[0].weight, effective)
+    assert not torch.equal(model[0].weight, latent)
+    handle.remove(materialize=True)  # idempotent
+    assert torch.equal(model[0].weight, effective)

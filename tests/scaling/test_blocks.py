@@ -176,3 +176,29 @@ def test_scales_and_elements_rebuild_the_result_exactly(elem, scale, block_size,
     if parts.global_ is not None:
         rebuilt = rebuilt * parts.global_
     assert torch.equal(rebuilt, q)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((5, 37), -1), ((3, 4, 20), -1), ((37, 5), 0), ((40,), -1)])
+@pytest.mark.parametrize(("elem", "scale", "rule", "global_scale"), [
+    ("int8", "fp32", "absmax", None), ("e2m1", "ue4m3", "four_over_six", "row"), ("int4_tc", "fp32", "absmax", None),
+    ("midrise2", "fp32", "absmax", None),
+])
+def test_row_blocks_are_one_block_spanning_the_axis(shape, axis, elem, scale, rule, global_scale):
+    """``block_size="row"`` is ``block_size = len(axis)`` (whatever the length): one scale per row."""
+    x = randn(*shape)
+    length = x.shape[axis]
+    q, parts = quantize_blocks(x, elem, scale, "row", rule, global_scale=global_scale, axis=axis, return_scales=True)
+    expected, expected_parts = quantize_blocks(x, elem, scale, length, rule, global_scale=global_scale, axis=axis,
+                                               return_scales=True)
+    assert torch.equal(q, expected)
+    assert torch.equal(parts.block, expected_parts.block)
+    assert parts.block.shape == (*x.movedim(axis, -1).shape[:-1], 1)
+    s = parts.block if axis in (-1, x.dim() - 1) else parts.block.movedim(-1, axis)
+    rebuilt = parts.elements * s if parts.global_ is None else parts.elements * s * parts.global_.movedim(-1, axis)
+    assert torch.equal(rebuilt, q)
+
+
+def test_bad_block_size_string_names_the_value():
+    with pytest.raises(ValueError, match=r"block_size must be an integer >= 1 or None \(per tensor\) or 'row' "
+                                         r"\(one block per row\), got 'col'"):
+        quantize_blocks(randn(4, 16), block_size="col")

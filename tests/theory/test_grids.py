@@ -74,3 +74,8 @@ def test_bad_formats_and_rules():
     with pytest.raises(ValueError, match="element format 'ue4m3' is unsigned"):
         element_cells("ue4m3")
     assert FORMATS["ue4m3"].family is Family.FLOAT
+
+
+def test_two_s_complement_element_grids_are_refused():
+    with pytest.raises(ValueError, match=r"element format 'int4_tc' is not symmetric \(lowest -8, max 7\)"):
+        element_cells("int4_tc")

@@ -17,10 +17,11 @@ from common.data import read_jsonl, token_stream
 from common.io import read_json
 from common.models import count_parameters, load_model
 from common.qat import lowbit_selection
+from common.qat.lowbit_io import load_lowbit_model
 from common.train import evaluate_loss
 from common.winq import WinQ
 from papers.winq.__main__ import main
-from papers.winq.run import NoiseState, load_lowbit_model, winq_run
+from papers.winq.run import NoiseState, winq_run
 
 METHODS = ("baseline", "winq", "interpolation", "noise")
 EVERY = {"baseline": None, "winq": 2, "interpolation": 2, "noise": None}

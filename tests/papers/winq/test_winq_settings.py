@@ -9,7 +9,16 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from common.config import active_profile
-from papers.winq.settings import KEY, learning_rate_group, profile_config, run_names, run_settings, train_config
+from papers.winq.settings import (
+    KEY,
+    hessian_runs,
+    learning_rate_group,
+    profile_config,
+    run_config,
+    run_names,
+    run_settings,
+    train_config,
+)
 
 ROOT = Path(__file__).resolve().parents[3] / "papers" / "winq"
 SCHEMA = str(ROOT / "config.schema.yaml")
@@ -39,17 +48,17 @@ def test_the_grid_in_order(raw):
 def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
-        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 5.0e-4,
-        "interpolation": {"every": 100, "strength": 0.8}, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
+        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 2.0e-4,
+        "interpolation": {"every": 60, "strength": 0.8}, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
-        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 5.0e-4,
+        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 2.0e-4,
         "interpolation": None, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
     assert run_settings(active, "w2a8-noise") == {
-        "setting": "w2a8", "bits": 2, "activation_bits": 8, "method": "noise", "lr": 1.0e-3,
+        "setting": "w2a8", "bits": 2, "activation_bits": 8, "method": "noise", "lr": 4.0e-4,
         "interpolation": None, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
     assert run_settings(active, "w4-interpolation") == {
-        "setting": "w4", "bits": 4, "activation_bits": None, "method": "interpolation", "lr": 2.5e-4,
-        "interpolation": {"every": 100, "strength": 0.8}, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
+        "setting": "w4", "bits": 4, "activation_bits": None, "method": "interpolation", "lr": 1.0e-4,
+        "interpolation": {"every": 60, "strength": 0.8}, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
     assert run_settings(profile_config(raw, "smoke"), "w2-winq")["interpolation"] == {"every": 4, "strength": 0.8}
 
 
@@ -66,9 +75,9 @@ def test_learning_rate_groups():
 def test_train_config_per_run(raw):
     smoke = profile_config(raw, "smoke")
     config = train_config(smoke, "w4-winq", seed=3)
-    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 2.5e-4, 3)
+    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 1.0e-4, 3)
     assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 4, 6, False)
-    assert train_config(profile_config(raw, "default"), "w2a8-baseline").lr == 1.0e-3
+    assert train_config(profile_config(raw, "default"), "w2a8-baseline").lr == 4.0e-4
 
 
 def test_bad_run_names_are_named(raw):
@@ -105,3 +114,25 @@ def test_bad_values_are_named(raw):
         profile_config({**raw, "train": {**raw["train"], "max_stpes": 3}}, "default")
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
         active_profile(raw, "huge", KEY)
+
+
+def test_run_config_is_the_runs_own_part(raw):
+    active = profile_config(raw, "default")
+    for name in run_names(active):
+        part = run_config(active, name)
+        assert run_settings(part, name) == run_settings(active, name)
+        assert train_config(part, name, 7) == train_config(active, name, 7)
+    assert run_config(active, "w2-baseline") == {
+        "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
+        "learning_rates": {"low_bit": 2.0e-4}, "hadamard": False, "noise": {"seed": 0}, "train": active["train"]}
+    assert run_config(active, "w4-winq")["interpolation"] == {"every": 60, "strength": 0.8}
+    assert run_config(active, "w4-winq")["noise"] == {"sigma": 1.0e-3, "seed": 0}
+
+
+def test_hessian_runs_and_methods(raw):
+    active = profile_config(raw, "smoke")
+    assert hessian_runs(active) == ["w2-baseline", "w2-winq", "w4-baseline", "w4-winq"]
+    bad = {**raw, "hessian": {**raw["hessian"], "methods": ["noise"]}, "methods": ["baseline", "winq"]}
+    message = r"winq\.hessian\.methods: 'noise' is not a study method; valid: baseline, winq"
+    with pytest.raises(ValueError, match=message):
+        profile_config(bad, "smoke")

@@ -1,0 +1,174 @@
+# WinQ: low-bit QAT of the base model on its pretraining corpus, every study setting (weight bits, activation bits)
+# x method (baseline ParetoQ QAT, WinQ, interpolation only, noise only); each trained model checkpoint-quantized by
+# the shared rule (packed codes + learned scales) and evaluated; Hessian spectra by stochastic Lanczos quadrature;
+# the study summary, figures (one rule), claims and the report context that workflow/rules/report.smk renders to
+# reports/winq.html. Every run is a file target, e.g.
+#   results/models/trained/winq/w2-winq
+#   results/winq/eval/w2-winq.json
+#   results/winq/hessian/w2-baseline.json
+include: "helpers.smk"
+
+
+wildcard_constraints:
+    wq_run=r"[a-z0-9.]+-(baseline|winq|interpolation|noise)",
+
+
+rule wq_train:
+    """One run: low-bit QAT of the base model (resumable: rerunning after a kill continues from its checkpoint.pt)."""
+    input:
+        init=f"results/models/base/{CFG['base_model']}",
+        train=f"data/corpora/{WQ_CORPUS}/train.jsonl",
+        validation=f"data/corpora/{WQ_CORPUS}/validation.jsonl",
+    output:
+        model=directory(f"{WQ_TRAINED}/{{wq_run}}"),
+        curve=f"{WQ_DIR}/runs/{{wq_run}}/eval_log.csv",
+        log=f"{WQ_DIR}/runs/{{wq_run}}/train_log.csv",
+        summary=f"{WQ_DIR}/runs/{{wq_run}}/train_summary.json",
+    log:
+        f"{WQ_DIR}/runs/{{wq_run}}/stderr.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=wq_run_config,
+        seed=CFG["seed"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.winq train --config-json {params.config}"
+        " --run {wildcards.wq_run} --seed {params.seed} --init {input.init} --train {input.train}"
+        " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
+
+
+rule wq_evaluate:
+    """One model on the held-out test split: perplexity and the zero-shot tasks. A run is evaluated after the shared
+    checkpoint quantization; base = the full-precision base model."""
+    input:
+        model=wq_eval_model,
+        split=f"data/corpora/{WQ_CORPUS}/test.jsonl",
+        cloze=f"results/tasks/{WQ_CORPUS}/cloze.jsonl",
+        choice=f"results/tasks/{WQ_CORPUS}/choice.jsonl",
+    output:
+        f"{WQ_DIR}/eval/{{wq_model}}.json",
+    log:
+        "logs/winq/eval/{wq_model}.log",
+    wildcard_constraints:
+        wq_model=r"base|[a-z0-9.]+-(baseline|winq|interpolation|noise)",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        eval=json_arg(WQ["eval"]),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.winq evaluate --config-json {params.eval} --model {input.model}"
+        " --split {input.split} --cloze {input.cloze} --choice {input.choice} --out {output} > {log} 2>&1"
+
+
+rule wq_hessian:
+    """The Hessian spectrum of one trained model (stochastic Lanczos quadrature over the quantized layers' latent
+    weights, on the first sequences of the training split)."""
+    input:
+        model=f"{WQ_TRAINED}/{{wq_run}}",
+        split=f"data/corpora/{WQ_CORPUS}/train.jsonl",
+    output:
+        f"{WQ_DIR}/hessian/{{wq_run}}.json",
+    log:
+        "logs/winq/hessian/{wq_run}.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=json_arg({"hessian": WQ["hessian"], "train": {"seq_len": WQ["train"]["seq_len"]}}),
+        seed=CFG["seed"],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.winq hessian --config-json {params.config} --model {input.model}"
+        " --split {input.split} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
+rule wq_summary:
+    """The study's summary: curves, speedups, final quality at equal budget, Hessian spectra."""
+    input:
+        curves=wq_run_files("eval_log.csv"),
+        summaries=wq_run_files("train_summary.json"),
+        evaluations=WQ_EVALUATIONS,
+        hessians=expand(f"{WQ_DIR}/hessian/{{run}}.json", run=WQ_HESSIAN_RUNS),
+        quantized=expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/winq/{{run}}", run=WQ_RUNS),
+    output:
+        f"{WQ_DIR}/summary.json",
+    log:
+        "logs/winq/summary.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg(WQ),
+    shell:
+        "python -m papers.winq summary --config-json {params.config} --curves {input.curves}"
+        " --evaluations {input.evaluations} --hessians {input.hessians} --quantized {input.quantized}"
+        " --out {output} > {log} 2>&1"
+
+
+rule wq_figure:
+    """One figure of the report from the study summary."""
+    input:
+        f"{WQ_DIR}/summary.json",
+    output:
+        png=report(
+            f"{WQ_DIR}/figures/{{figure}}.png",
+            caption="report/figure.rst",
+            category="WinQ",
+            subcategory="{figure}",
+        ),
+        pdf=f"{WQ_DIR}/figures/{{figure}}.pdf",
+    log:
+        "logs/winq/figures/{figure}.log",
+    wildcard_constraints:
+        figure="|".join(WQ_FIGURES),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.winq figure {wildcards.figure} --summary {input} --png {output.png} --pdf {output.pdf}"
+        " > {log} 2>&1"
+
+
+rule wq_claims:
+    """The claims table: every claim checked against the summary by its stated rule."""
+    input:
+        f"{WQ_DIR}/summary.json",
+    output:
+        report(f"{WQ_DIR}/claims.json", caption="report/claims.rst", category="WinQ"),
+    log:
+        "logs/winq/claims.log",
+    conda:
+        CONDA_ENV
+    params:
+        thresholds=json_arg(WQ["claims"]),
+    shell:
+        "python -m papers.winq claims --config-json {params.thresholds} --summary {input} --out {output} > {log} 2>&1"
+
+
+rule wq_context:
+    """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
+    input:
+        summary=f"{WQ_DIR}/summary.json",
+        claims=f"{WQ_DIR}/claims.json",
+        figures=expand(f"{WQ_DIR}/figures/{{figure}}.{{ext}}", figure=WQ_FIGURES, ext=("png", "pdf")),
+        evaluations=WQ_EVALUATIONS,
+        curves=wq_run_files("eval_log.csv"),
+        logs=wq_run_files("train_log.csv"),
+        hessians=expand(f"{WQ_DIR}/hessian/{{run}}.json", run=WQ_HESSIAN_RUNS),
+    output:
+        f"{WQ_DIR}/report/context.json",
+    log:
+        "logs/winq/context.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg(WQ),
+        profile=config["profile"],
+        seed=CFG["seed"],
+        pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
+        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        examples=[f"{WQ_TRAINED}/{WQ_EXAMPLE}", f"{WQ_DIR}/eval/{WQ_EXAMPLE}.json"],
+    shell:
+        "python -m papers.winq context --config-json {params.config} --profile {params.profile}"
+        " --seed {params.seed} --summary {input.summary} --claims {input.claims} --figures {params.pngs}"
+        " --cited {input.evaluations} {input.curves} {input.logs} {input.hessians}"
+        " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

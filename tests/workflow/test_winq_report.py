@@ -1,0 +1,74 @@
+"""End to end, winq specifics from the session's smoke build (``conftest.py``): the claims it must check, each run
+a file target that reruns alone, trained models checkpoint-quantized to packed codes and learned scales that rebuild
+the trained effective weights bit-exactly, curves and Hessian cells for the summary, and a wrong config value that
+stops the run before any work. The checks every report shares are in ``test_reports.py``."""
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.slow
+PAPER = "winq"
+RUN = "w2-winq"
+TRAINED = f"results/models/trained/{PAPER}/{RUN}"
+QUANTIZED = f"results/models/quantized/paretoq_learned/trained/{PAPER}/{RUN}"
+
+
+def read_json(path):
+    return json.loads(path.read_text())
+
+
+def test_the_paper_claims_are_all_checked(smoke_build):
+    claims = {c["id"]: c for c in read_json(smoke_build / f"results/{PAPER}/claims.json")}
+    assert list(claims) == ["lower_bits_flatter", "winq_steepens", "winq_faster", "winq_lower_perplexity",
+                            "both_components_matter"]
+    assert all(c["verdict"] != "not testable at this scale" for c in claims.values())
+
+
+def test_one_run_reruns_alone(smoke_build, run_snakemake):
+    dry = run_snakemake(smoke_build, "-n", "--forcerun", TRAINED, "--", TRAINED)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
+    assert dict(jobs) == {"wq_train": "1", "total": "1"}
+
+
+def test_checkpoint_quantization_rebuilds_the_trained_weights(smoke_build):
+    import torch
+
+    from common.ptq import load_quantized_checkpoint
+    from common.qat import load_lowbit_model
+
+    trained = read_json(smoke_build / TRAINED / "lowbit_metadata.json")
+    config = read_json(smoke_build / QUANTIZED / "quantization_config.json")
+    assert config["modules"] == trained["qat"]["layers"]
+    assert config["recipe"]["weights"]["elem"] == "midrise2"  # 2 bits: ParetoQ's levels {-3, -1, 1, 3} / 4
+    assert config["recipe"]["weights"]["rule"] is None  # learned scales
+    assert read_json(smoke_build / QUANTIZED / "size_report.json")["bits_per_weight"] < 2.5
+    _, _, handle = load_lowbit_model(smoke_build / TRAINED)
+    rebuilt, _ = load_quantized_checkpoint(smoke_build / QUANTIZED)
+    modules = dict(rebuilt.named_modules())
+    for name in handle.names:
+        assert torch.equal(modules[name].weight, handle.quantized_weight(name)), name
+    record = read_json(smoke_build / f"results/{PAPER}/eval/{RUN}.json")
+    assert record["quantization"]["recipe"] == config["recipe"]
+    assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
+
+
+def test_summary_reads_every_curve_and_spectrum(smoke_build):
+    summary = read_json(smoke_build / f"results/{PAPER}/summary.json")
+    assert [r["run"] for r in summary["runs"]] == [f"{s}-{m}" for s in ("w2", "w4")
+                                                   for m in ("baseline", "winq", "interpolation", "noise")]
+    assert all(c["steps"] == [4, 8, 12] for c in summary["curves"].values())  # 12 steps, evaluated every 4
+    assert [h["run"] for h in summary["hessian"]] == ["w2-baseline", "w2-winq", "w4-baseline", "w4-winq"]
+    assert all(h["probes"] == 2 and h["steps"] == 5 for h in summary["hessian"])
+    winq = read_json(smoke_build / TRAINED / "lowbit_metadata.json")["qat"]
+    assert (winq["method"], winq["interpolations"], winq["every"]) == ("winq", 2, 4)  # after steps 4 and 8
+
+
+def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
+    bad = smoke_build / "bad.yaml"
+    bad.write_text("winq:\n  methods: [baseline, winqq]\n")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    assert run.returncode != 0
+    assert "winqq" in run.stdout + run.stderr
