@@ -18,6 +18,7 @@ from .lowbit import (
     lowbit_quantize,
     lowbit_selection,
 )
+from .lowbit_io import load_lowbit_model
 from .scaled import scaled_qdq
 from .ste import QATHandle, attach_fake_quant, ste_quantize
 from .w8a8 import (
@@ -51,6 +52,7 @@ __all__ = [
     "hadamard_matrix",
     "init_alpha",
     "int8_per_token",
+    "load_lowbit_model",
     "lowbit_codes",
     "lowbit_grads",
     "lowbit_quantize",
