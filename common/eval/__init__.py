@@ -10,7 +10,7 @@ Corpus splits and their token streams come from ``common.data``:
 """
 
 from .cli import evaluate_checkpoint
-from .compare import accuracy_standard_error, relative_drop
+from .compare import accuracy_standard_error, metric_entry, relative_drop
 from .fake_quant import fake_quant_perplexity, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
@@ -29,6 +29,7 @@ __all__ = [
     "fake_quant_perplexity",
     "file_summary",
     "loglikelihoods",
+    "metric_entry",
     "perplexity",
     "perplexity_gaps",
     "read_task",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 
 def relative_drop(value: float, reference: float, higher_is_better: bool) -> float | None:
@@ -19,3 +21,14 @@ def accuracy_standard_error(accuracy: float, examples: int) -> float:
     accuracies on the same examples has standard error at most ``sqrt(se_1^2 + se_2^2)`` (independent errors;
     paired errors make it smaller)."""
     return math.sqrt(accuracy * (1.0 - accuracy) / examples)
+
+
+def metric_entry(metric: str, group: Mapping[str, Any], field: str, accuracy: bool) -> dict[str, Any]:
+    """``{metric: group[field]}`` from one metric group of an evaluation record (e.g. ``record["metrics"]["cloze"]``,
+    field ``"acc"``); for an accuracy also ``<metric>_n`` (the group's ``examples``) and ``<metric>_se``
+    (:func:`accuracy_standard_error`)."""
+    entry: dict[str, Any] = {metric: float(group[field])}
+    if accuracy:
+        entry[f"{metric}_n"] = int(group["examples"])
+        entry[f"{metric}_se"] = accuracy_standard_error(entry[metric], entry[f"{metric}_n"])
+    return entry

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from common.report.figures import save_figure
+from common.report.figures import save_figure, set_report_theme
 
 from .claims import HEURISTICS
 from .numerical import curves, table_from_summary
@@ -39,7 +39,7 @@ def plot_mse(summary: Mapping[str, Any], scale: str, variant: str) -> plt.Figure
     """Relative MSE (MSE / sigma^2) vs sigma of one (scale, variant), a line per block size, regions shaded."""
     data = curves(table_from_summary(summary), scale, variant, "relative_mse")
     long = data.reset_index().melt(id_vars="sigma", var_name="block size", value_name="relative MSE")
-    sns.set_theme(style="whitegrid", context="paper")
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(long, x="sigma", y="relative MSE", hue="block size", palette="viridis", marker="o", markersize=3,
                  ax=ax)
@@ -62,7 +62,7 @@ def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure
     block = brute.columns[0]
     frames = [pd.DataFrame({"sigma": brute.index, "variant": v,
                             "ratio": curves(table, scale, v)[block] / brute[block]}) for v in HEURISTICS]
-    sns.set_theme(style="whitegrid", context="paper")
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(pd.concat(frames), x="sigma", y="ratio", hue="variant", marker="o", markersize=3, ax=ax)
     shade_regions(ax, summary["regions"], sorted(brute.index))
@@ -81,7 +81,7 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
     """Perplexity gap to the unquantized model vs block size, a line per (scale, variant)."""
     rows = pd.DataFrame.from_records(summary["rows"])
     rows["setting"] = rows["scale"].str.upper() + " " + rows["variant"]
-    sns.set_theme(style="whitegrid", context="paper")
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(rows, x="block_size", y="gap", hue="setting", marker="o", ax=ax)
     ax.set_xscale("log", base=2)

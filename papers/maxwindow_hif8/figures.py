@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 
 from common.analysis.observer_study import TRACE_OPTIONS
+from common.report.figures import lookup_caption, set_report_theme
 
 from .study import METRIC_LABELS, METRICS
 
@@ -39,13 +40,7 @@ ROLES = ("input", "weight", "grad_output")
 
 def caption(figure_id: str) -> str:
     """The caption of a figure file stem (ValueError naming an unknown one)."""
-    if figure_id not in CAPTIONS:
-        raise ValueError(f"unknown figure id {figure_id!r}; valid: {', '.join(CAPTIONS)}")
-    return CAPTIONS[figure_id]
-
-
-def _theme() -> None:
-    sns.set_theme(style="whitegrid", context="paper")
+    return lookup_caption(CAPTIONS, figure_id)
 
 
 def _palette(observers: Sequence[str]) -> dict[str, Any]:
@@ -54,7 +49,7 @@ def _palette(observers: Sequence[str]) -> dict[str, Any]:
 
 def plot_loss_curves(summary: Mapping[str, Any]) -> plt.Figure:
     """Training loss vs step per learning rate (caption ``loss-curves``)."""
-    _theme()
+    set_report_theme()
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), sharey=True)
     observers = sorted({r["observer"] for r in summary["runs"] if r["observer"]})
     palette = _palette(observers)
@@ -77,7 +72,7 @@ def plot_loss_curves(summary: Mapping[str, Any]) -> plt.Figure:
 def plot_saturation(telemetry: Mapping[str, pd.DataFrame], warmup_steps: int) -> plt.Figure:
     """Fraction of saturating layers per step and role, per observer (caption ``saturation``); ``telemetry``
     maps an observer to its run's telemetry rows."""
-    _theme()
+    set_report_theme()
     fig, axes = plt.subplots(1, len(ROLES), figsize=(11, 3.4), sharey=True)
     palette = _palette(list(telemetry))
     for ax, role in zip(axes, ROLES, strict=True):
@@ -103,7 +98,7 @@ def plot_downstream(summary: Mapping[str, Any]) -> plt.Figure:
             for r in summary["runs"]]
     rows += [{"model": f"{p['run']} (HiF8 PTQ)", **percent(p["drop"])} for p in summary["ptq"]]
     table = pd.DataFrame(rows).set_index("model")
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(table) + 1.2))
     limit = max(1.0, float(np.nanmax(table.abs().to_numpy())))
     sns.heatmap(table, annot=True, fmt=".1f", cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, ax=ax,
@@ -119,7 +114,7 @@ def plot_forgetting(summary: Mapping[str, Any]) -> plt.Figure:
     rows = [{"shift": r["metrics"]["shift_perplexity"], "pretrain": r["metrics"]["pretrain_perplexity"],
              "observer": r["observer"] or "BF16", "learning rate": r["rate"]} for r in summary["runs"]]
     frame = pd.DataFrame(rows)
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sns.scatterplot(frame, x="shift", y="pretrain", hue="observer", style="learning rate", s=50, ax=ax)
     ax.scatter([summary["base"]["shift_perplexity"]], [summary["base"]["pretrain_perplexity"]], marker="*", s=160,
@@ -133,7 +128,7 @@ def plot_forgetting(summary: Mapping[str, Any]) -> plt.Figure:
 def plot_observer_study(cell: Mapping[str, Any],
                         kinds: Sequence[str] = ("spikes", "oscillation", "drift")) -> plt.Figure:
     """Synthetic traces and each observer's prediction (caption ``observer-study``)."""
-    _theme()
+    set_report_theme()
     fig, grid = plt.subplots(len(kinds), 1, figsize=(8, 2.4 * len(kinds)), sharex=True, squeeze=False)
     axes = grid[:, 0]
     observers = list(cell["traces"][kinds[0]]["prediction"])

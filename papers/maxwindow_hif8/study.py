@@ -27,7 +27,7 @@ from typing import Any
 
 from common.analysis import observer_study
 from common.analysis.observer_study import SPIKE_KINDS, TRACE_KINDS, amax_trace, run_observer, spike_steps
-from common.eval.compare import accuracy_standard_error, relative_drop
+from common.eval.compare import metric_entry, relative_drop
 from common.observers import OBSERVER_NAMES
 
 from .settings import run_names, run_settings
@@ -71,10 +71,7 @@ def evaluated_metrics(pretrain: Mapping[str, Any], shift: Mapping[str, Any]) -> 
         values = records[corpus]["metrics"].get(group)
         if values is None:
             raise ValueError(f"the {corpus} evaluation of {records[corpus]['model']['path']!r} has no {group!r} metric")
-        out[metric] = float(values[field])
-        if metric in ACCURACIES:
-            out[f"{metric}_n"] = int(values["examples"])
-            out[f"{metric}_se"] = accuracy_standard_error(out[metric], out[f"{metric}_n"])
+        out |= metric_entry(metric, values, field, metric in ACCURACIES)
     return out
 
 

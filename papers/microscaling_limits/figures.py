@@ -11,11 +11,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from common.report.figures import set_report_theme
+
 PARTS = ("non_max", "max_element", "zero_blocks")
-
-
-def _theme() -> None:
-    sns.set_theme(style="whitegrid", context="paper")
 
 
 def plot_theory_vs_simulation(theory: Mapping[str, Any], validation: Mapping[str, Any]) -> plt.Figure:
@@ -24,7 +22,7 @@ def plot_theory_vs_simulation(theory: Mapping[str, Any], validation: Mapping[str
     curves = pd.DataFrame(theory["rows"]).query("dist == 'normal'")
     points = pd.DataFrame(validation["points"]).query("scale == @scale")
     curves = curves[curves["block_size"].isin(points["block_size"].unique())]
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     blocks = sorted(curves["block_size"].unique())
     palette = dict(zip(blocks, sns.color_palette("viridis", len(blocks)), strict=True))
@@ -44,7 +42,7 @@ def plot_parts(theory: Mapping[str, Any], block_size: int) -> plt.Figure:
     rows = pd.DataFrame(theory["rows"]).query("dist == 'normal' and block_size == @block_size")
     long = rows.melt(id_vars="sigma", value_vars=list(PARTS), var_name="part", value_name="mse")
     long["relative"] = (long["mse"] / long["sigma"] ** 2).where(long["mse"] > 0)  # log axis: zero parts are gaps
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(long, x="sigma", y="relative", hue="part", ax=ax)
     ax.set(xscale="log", yscale="log", ylim=(1e-6, 2), xlabel=r"$\sigma$", ylabel=r"contribution / $\sigma^2$",
@@ -56,7 +54,7 @@ def plot_fit(validation: Mapping[str, Any]) -> plt.Figure:
     """Fit quality: theory / simulation - 1 at every simulated point, per scale and block size."""
     points = pd.DataFrame(validation["points"])
     points["signed error"] = points["theory"] / points["simulation"] - 1
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.scatterplot(points, x="sigma", y="signed error", hue="block_size", style="scale", palette="viridis", s=14,
                     ax=ax)
@@ -71,7 +69,7 @@ def plot_crossovers(validation: Mapping[str, Any], tensors: Sequence[Mapping[str
     """The theory's crossover sigma (below it block n is worse than 2n) per block size and scale, with the sigma
     range of every model's weight tensors."""
     rows = pd.DataFrame([c for c in validation["crossovers"] if c["sigma"] is not None])
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     if not rows.empty:
         sns.lineplot(rows, x="block_size", y="sigma", hue="scale", marker="o", ax=ax)
@@ -89,7 +87,7 @@ def plot_crossovers(validation: Mapping[str, Any], tensors: Sequence[Mapping[str
 def plot_tensors(cell: Mapping[str, Any]) -> plt.Figure:
     """Measured vs predicted MSE of every weight tensor of one model, per scale and block size."""
     rows = pd.DataFrame(cell["rows"])
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(5.6, 5.0))
     sns.scatterplot(rows, x="predicted_mse", y="mse", hue="block_size", style="scale", palette="viridis", s=16, ax=ax)
     low, high = rows[["mse", "predicted_mse"]].min().min(), rows[["mse", "predicted_mse"]].max().max()
@@ -103,7 +101,7 @@ def plot_tensors(cell: Mapping[str, Any]) -> plt.Figure:
 def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
     """Perplexity gap vs block size per scale variant."""
     rows = pd.DataFrame(summary["rows"])
-    _theme()
+    set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.lineplot(rows, x="block_size", y="gap", hue="variant", marker="o", ax=ax)
     ax.set_xscale("log", base=2)

@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
+from common.report.figures import lookup_caption, set_report_theme
+
 from .settings import FIGURES
 
 CAPTIONS = {
@@ -40,13 +42,7 @@ BINS = 60
 
 def caption(figure_id: str) -> str:
     """The caption of a figure file stem (ValueError naming an unknown one)."""
-    if figure_id not in CAPTIONS:
-        raise ValueError(f"unknown figure id {figure_id!r}; valid: {', '.join(CAPTIONS)}")
-    return CAPTIONS[figure_id]
-
-
-def _theme() -> None:
-    sns.set_theme(style="whitegrid", context="paper")
+    return lookup_caption(CAPTIONS, figure_id)
 
 
 def _palette(names: Sequence[str]) -> dict[str, Any]:
@@ -64,7 +60,7 @@ def _grid(count: int) -> tuple[plt.Figure, np.ndarray]:
 
 def plot_curves(summary: Mapping[str, Any]) -> plt.Figure:
     """Validation perplexity vs steps, one panel per setting (caption ``curves``)."""
-    _theme()
+    set_report_theme()
     palette = _palette(summary["methods"])
     fig, axes = _grid(len(summary["settings"]))
     for ax, setting in zip(axes, summary["settings"], strict=False):
@@ -81,7 +77,7 @@ def plot_curves(summary: Mapping[str, Any]) -> plt.Figure:
 
 def plot_final(summary: Mapping[str, Any]) -> plt.Figure:
     """Test perplexity per setting and method, base model as a line (caption ``final``)."""
-    _theme()
+    set_report_theme()
     methods, settings = summary["methods"], summary["settings"]
     palette = _palette(methods)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(settings) + 2), 3.6))
@@ -127,7 +123,7 @@ def _spectra_axes(ax: plt.Axes, cells: Mapping[str, Mapping[str, Any]], palette:
 
 def plot_spectra(summary: Mapping[str, Any]) -> plt.Figure:
     """Spectral density of the baseline models per bit width (caption ``spectra``)."""
-    _theme()
+    set_report_theme()
     cells = {f"{h['setting']} (W{h['bits']:g})": h for h in summary["hessian"] if h["method"] == "baseline"}
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     _spectra_axes(ax, cells, _palette(list(cells)))
@@ -138,7 +134,7 @@ def plot_spectra(summary: Mapping[str, Any]) -> plt.Figure:
 
 def plot_spectra_winq(summary: Mapping[str, Any]) -> plt.Figure:
     """Baseline vs WinQ spectral density per setting (caption ``spectra-winq``)."""
-    _theme()
+    set_report_theme()
     by_run = {h["run"]: h for h in summary["hessian"]}
     settings = [s for s in summary["settings"] if f"{s}-baseline" in by_run and f"{s}-winq" in by_run]
     fig, axes = _grid(max(1, len(settings)))
@@ -154,7 +150,7 @@ def plot_spectra_winq(summary: Mapping[str, Any]) -> plt.Figure:
 
 def plot_hessian_stats(summary: Mapping[str, Any]) -> plt.Figure:
     """Near-zero mass and largest |eigenvalue| per bit width, baseline vs WinQ (caption ``hessian-stats``)."""
-    _theme()
+    set_report_theme()
     fig, (near, largest) = plt.subplots(1, 2, figsize=(8.4, 3.4))
     methods = sorted({h["method"] for h in summary["hessian"]}, key=summary["methods"].index)
     palette = _palette(methods)

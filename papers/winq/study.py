@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common.eval.compare import accuracy_standard_error, relative_drop
+from common.eval.compare import metric_entry, relative_drop
 
 from .settings import run_names, run_settings
 
@@ -65,10 +65,7 @@ def evaluated_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
         values = record["metrics"].get(group)
         if values is None:
             raise ValueError(f"the evaluation of {record['model']['path']!r} has no {group!r} metric")
-        out[metric] = float(values[field])
-        if metric in ACCURACIES:
-            out[f"{metric}_n"] = int(values["examples"])
-            out[f"{metric}_se"] = accuracy_standard_error(out[metric], out[f"{metric}_n"])
+        out |= metric_entry(metric, values, field, metric in ACCURACIES)
     return out
 
 

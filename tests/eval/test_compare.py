@@ -1,6 +1,6 @@
 import math
 
-from common.eval import accuracy_standard_error, relative_drop
+from common.eval import accuracy_standard_error, metric_entry, relative_drop
 
 
 def test_relative_drop_is_positive_when_worse():
@@ -21,3 +21,10 @@ def test_accuracy_standard_error():
     assert accuracy_standard_error(0.0, 10) == 0.0
     assert accuracy_standard_error(1.0, 10) == 0.0
     assert math.isclose(accuracy_standard_error(0.1, 100), 0.03)
+
+
+def test_metric_entry():
+    assert metric_entry("perplexity", {"perplexity": 12.5, "tokens": 64}, "perplexity", accuracy=False) == {
+        "perplexity": 12.5}
+    assert metric_entry("cloze_acc", {"acc": 0.25, "examples": 3}, "acc", accuracy=True) == {
+        "cloze_acc": 0.25, "cloze_acc_n": 3, "cloze_acc_se": 0.25}
