@@ -49,7 +49,7 @@ def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
         "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 2.0e-4,
-        "interpolation": {"every": 60, "strength": 0.8}, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
+        "interpolation": {"every": 40, "strength": 0.8}, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
         "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 2.0e-4,
         "interpolation": None, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
@@ -58,7 +58,7 @@ def test_run_settings_exactly(raw):
         "interpolation": None, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
     assert run_settings(active, "w4-interpolation") == {
         "setting": "w4", "bits": 4, "activation_bits": None, "method": "interpolation", "lr": 1.0e-4,
-        "interpolation": {"every": 60, "strength": 0.8}, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
+        "interpolation": {"every": 40, "strength": 0.8}, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
     assert run_settings(profile_config(raw, "smoke"), "w2-winq")["interpolation"] == {"every": 4, "strength": 0.8}
 
 
@@ -125,7 +125,7 @@ def test_run_config_is_the_runs_own_part(raw):
     assert run_config(active, "w2-baseline") == {
         "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
         "learning_rates": {"low_bit": 2.0e-4}, "hadamard": False, "noise": {"seed": 0}, "train": active["train"]}
-    assert run_config(active, "w4-winq")["interpolation"] == {"every": 60, "strength": 0.8}
+    assert run_config(active, "w4-winq")["interpolation"] == {"every": 40, "strength": 0.8}
     assert run_config(active, "w4-winq")["noise"] == {"sigma": 1.0e-3, "seed": 0}
 
 
