@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common.eval.compare import metric_entry, relative_drop
+from common.eval.compare import metric_entry
 
 from .settings import run_names, run_settings
 
@@ -55,6 +55,12 @@ def read_curve(path: str | os.PathLike[str]) -> list[tuple[int, float]]:
 def steps_to_reach(curve: Sequence[tuple[int, float]], target: float) -> int | None:
     """The first step count of ``curve`` whose perplexity is ``<= target``; None when no point gets there."""
     return next((steps for steps, value in curve if value <= target), None)
+
+
+def improvement(perplexity: float, baseline: float) -> float:
+    """``(baseline - perplexity) / baseline``: the relative perplexity gain over the baseline (positive = better;
+    exactly 0.0 for equal values)."""
+    return (baseline - perplexity) / baseline
 
 
 def evaluated_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,7 +122,7 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
             "baseline_final_val_perplexity": target, "steps_to_baseline": steps,
             "speedup": None if steps is None else steps_baseline / steps,
             "metrics": metrics[name],
-            "improvement": -relative_drop(metrics[name]["perplexity"], metrics[baseline]["perplexity"], False),
+            "improvement": improvement(metrics[name]["perplexity"], metrics[baseline]["perplexity"]),
             "bits_per_weight": float(bits_per_weight[name]) if name in bits_per_weight else None,
             "train_seconds": float(train_seconds.get(name, 0.0)),
         })

@@ -44,6 +44,7 @@ def test_speedups_and_improvements(study):
     assert winq["improvement"] == pytest.approx(0.08)  # (100 - 92) / 100
     assert row_of(summary, "w2-noise")["improvement"] == pytest.approx(0.02)
     assert baseline["improvement"] == 0.0
+    assert str(baseline["improvement"]) == "0.0"  # not -0.0: the report prints +0.00%
     assert winq["metrics"]["cloze_acc_se"] == pytest.approx((0.25 / 64) ** 0.5)
     assert summary["base"]["perplexity"] == BASE_PERPLEXITY
     assert summary["curves"]["w2-winq"] == {"steps": [4, 8, 12], "perplexity": [110.0, 88.0, 80.0]}
