@@ -42,7 +42,8 @@ def perplexity(
     """Strided sliding-window perplexity of ``token_ids`` (1-D integer tensor); see the module docstring.
 
     Returns nll_sum, tokens (scored), mean_nll = nll_sum / tokens, perplexity = exp(mean_nll), window, stride,
-    windows and wall_time_s. ``window`` may not exceed the context length in ``model.config``.
+    windows, window_nll and window_tokens (each window's NLL sum and scored tokens, the units of a paired
+    bootstrap: :func:`common.uncertainty.paired_bootstrap`) and wall_time_s. ``window`` may not exceed the context length in ``model.config``.
     """
     if window < 2:
         raise ValueError(f"window must be >= 2, got {window}")
@@ -65,13 +66,14 @@ def perplexity(
     spans = window_spans(n_tokens, window, stride)
     with inference(model):
         scored = next_token_logprobs(model, [tokens[b:e] for b, e, _ in spans], batch_size)
-    nll_sum = 0.0
-    count = 0
+    window_nll, window_tokens = [], []
     for (begin, _, first), (logprobs, _) in zip(spans, scored, strict=True):
         # logprobs[i] = log p(tokens[begin + 1 + i] | tokens[begin : begin + 1 + i])
         targets = logprobs[first - begin - 1 :]
-        nll_sum -= float(targets.sum())
-        count += targets.numel()
+        window_nll.append(-float(targets.double().sum()))
+        window_tokens.append(targets.numel())
+    nll_sum = math.fsum(window_nll)
+    count = sum(window_tokens)
     mean_nll = nll_sum / count
     return {
         "nll_sum": nll_sum,
@@ -81,6 +83,8 @@ def perplexity(
         "window": window,
         "stride": stride,
         "windows": len(spans),
+        "window_nll": window_nll,
+        "window_tokens": window_tokens,
         "wall_time_s": time.perf_counter() - start,
     }
 

@@ -126,11 +126,13 @@ def score_cloze(
     n = len(results)
     ll_sum = math.fsum(ll for ll, _, _ in results)
     target_tokens = sum(k for _, _, k in results)
-    correct = sum(greedy for _, greedy, _ in results)
+    per_example = [int(bool(greedy)) for _, greedy, _ in results]
+    correct = sum(per_example)
     return {
         "examples": n,
         "correct": correct,
         "acc": correct / n,
+        "example_correct": per_example,
         "loglikelihood_sum": ll_sum,
         "target_tokens": target_tokens,
         "perplexity": math.exp(-ll_sum / n),
@@ -156,16 +158,18 @@ def score_choice(
     start = time.perf_counter()
     requests = [(ex["context"], TARGET_DELIMITER + choice) for ex in examples for choice in ex["choices"]]
     results, truncated = loglikelihoods(model, tokenizer, requests, batch_size, max_length)
-    correct = correct_norm = correct_bytes = 0
+    per_example, per_example_norm = [], []
+    correct_bytes = 0
     offset = 0
     for ex in examples:
         choices = ex["choices"]
         lls = [ll for ll, _, _ in results[offset : offset + len(choices)]]
         offset += len(choices)
-        correct += _argmax(lls) == ex["gold"]
-        correct_norm += _argmax([ll / len(c) for ll, c in zip(lls, choices, strict=True)]) == ex["gold"]
+        per_example.append(int(_argmax(lls) == ex["gold"]))
+        per_example_norm.append(int(_argmax([ll / len(c) for ll, c in zip(lls, choices, strict=True)]) == ex["gold"]))
         correct_bytes += _argmax([ll / len(c.encode()) for ll, c in zip(lls, choices, strict=True)]) == ex["gold"]
     n = len(examples)
+    correct, correct_norm = sum(per_example), sum(per_example_norm)
     return {
         "examples": n,
         "requests": len(requests),
@@ -173,6 +177,8 @@ def score_choice(
         "acc": correct / n,
         "correct_norm": correct_norm,
         "acc_norm": correct_norm / n,
+        "example_correct": per_example,
+        "example_correct_norm": per_example_norm,
         "correct_bytes": correct_bytes,
         "acc_bytes": correct_bytes / n,
         "chance": math.fsum(1 / len(ex["choices"]) for ex in examples) / n,

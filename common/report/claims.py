@@ -1,52 +1,201 @@
-"""Claims tables: each claim of a paper, the paper's number, ours, and a verdict computed by a stated rule.
+"""Claims tables as evidence: a prediction written before the data, an estimate with its 95% interval, and a
+verdict by one fixed rule; identities and invariants apart, as implementation checks.
 
-A verdict is never typed: a paper module computes :class:`Claim` rows from its artifacts with :func:`verdict`,
-which maps the checks it ran to one of :data:`VERDICTS`:
+A claim row (:class:`Claim`) holds the paper's statement and number, our :class:`Prediction` (the statistic,
+the direction, the threshold and where the threshold comes from) read from the paper's ``config.yaml`` under
+``claims:`` (:func:`claim_specs`), the :class:`common.uncertainty.Estimate` computed from the artifacts, and
+the verdict. The rule (:meth:`Prediction.verdict`), for an interval ``[low, high]`` and threshold ``t``:
 
-* ``reproduced`` -- every check of the claim holds;
-* ``partly`` -- some checks hold, not all;
-* ``not reproduced`` -- none holds;
-* ``not testable at this scale`` -- the data needed is not available at this model/data size (no checks).
+* ``reproduced`` -- the interval lies entirely on the predicted side of ``t``: ``low > t`` for ``above``,
+  ``high < t`` for ``below``; for ``within`` (an equivalence test with margin ``t``), ``-t < low`` and
+  ``high < t``;
+* ``contradicted`` -- it lies entirely on the other side: ``high < t`` (above), ``low > t`` (below),
+  ``high < -t`` or ``low > t`` (within);
+* ``inconclusive`` -- it straddles (or touches) the threshold;
+* ``not testable at this scale`` -- no estimate could be made; the row states why.
+
+A claim with several parts is several rows under one ``group`` heading. A theorem, identity or code invariant
+is a :class:`Check`: it runs with the claims, a failed check fails the build (:func:`claims_document`), and it
+never counts as a reproduction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "not testable at this scale")
+from common.uncertainty import Estimate
+
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
+DIRECTIONS = ("above", "below", "within")
+SPEC_FIELDS = ("group", "statement", "paper", "statistic", "direction", "threshold", "source")
+RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the threshold; contradicted: "
+        "entirely on the other side; inconclusive: it straddles the threshold (for 'within', an equivalence test: "
+        "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); not "
+        "testable at this scale: no estimate, with the reason stated")
 
 
-def verdict(checks: Sequence[bool]) -> str:
-    """The verdict of a claim from the outcomes of its checks (the rule of the module docstring)."""
-    if not checks:
-        return VERDICTS[3]
-    held = sum(bool(c) for c in checks)
-    return VERDICTS[0] if held == len(checks) else VERDICTS[2] if held == 0 else VERDICTS[1]
+class ImplementationCheckFailed(RuntimeError):
+    """An identity, theorem or invariant of the implementation does not hold: the build stops."""
 
 
-def checked_claim(cid: str, statement: str, paper: str, measured: str, checks: Sequence[bool], rule: str,
-                  evidence: Sequence[str]) -> Claim:
-    """A :class:`Claim` whose verdict is :func:`verdict` of ``checks`` (the checks ``rule`` describes)."""
-    return Claim(cid, statement, paper, measured, verdict(checks), rule, tuple(evidence))
+@dataclass(frozen=True)
+class Prediction:
+    """What we predict before the data: ``statistic`` (in words, with units) lies ``direction`` of
+    ``threshold`` (``within``: its absolute value is below the margin ``threshold``); ``source`` says where the
+    threshold comes from (the paper, or a stated reason)."""
+
+    statistic: str
+    direction: str
+    threshold: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"prediction direction {self.direction!r} is not one of {', '.join(DIRECTIONS)}")
+        if self.direction == "within" and not self.threshold > 0:
+            raise ValueError(f"an equivalence margin must be positive, got {self.threshold}")
+
+    def describe(self) -> str:
+        """The prediction as one line, e.g. ``statistic > 0`` or ``|statistic| < 0.01``."""
+        t = f"{self.threshold:g}"
+        if self.direction == "within":
+            return f"|{self.statistic}| < {t}"
+        return f"{self.statistic} {'>' if self.direction == 'above' else '<'} {t}"
+
+    def verdict(self, estimate: Estimate | None) -> str:
+        """The fixed rule of the module docstring."""
+        if estimate is None:
+            return VERDICTS[3]
+        low, high, t = estimate.low, estimate.high, self.threshold
+        if self.direction == "above":
+            supported, refuted = low > t, high < t
+        elif self.direction == "below":
+            supported, refuted = high < t, low > t
+        else:
+            supported, refuted = -t < low and high < t, high < -t or low > t
+        return VERDICTS[0] if supported else VERDICTS[1] if refuted else VERDICTS[2]
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """A claim as the config states it, before any data: the paper's words and number, and our prediction."""
+
+    id: str
+    group: str
+    statement: str
+    paper: str
+    prediction: Prediction
+
+
+def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims") -> dict[str, ClaimSpec]:
+    """The :class:`ClaimSpec` of every entry of a config's ``claims:`` mapping (ValueError naming a missing or
+    unknown field, or a bad direction, with its key)."""
+    specs = {}
+    for cid, entry in entries.items():
+        missing = [f for f in SPEC_FIELDS if f not in entry]
+        unknown = [f for f in entry if f not in SPEC_FIELDS]
+        if missing or unknown:
+            raise ValueError(f"{where}.{cid}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+        try:
+            prediction = Prediction(str(entry["statistic"]), str(entry["direction"]), float(entry["threshold"]),
+                                    str(entry["source"]))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}.{cid}: {err}") from err
+        specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction)
+    return specs
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One row. ``paper`` and ``measured`` are display strings (``measured`` formatted from an artifact);
-    ``rule`` states how the verdict follows from the data; ``evidence`` names the artifacts used."""
+    """One row: the spec's text, our prediction, the estimate (None when not testable, with ``reason``), the
+    verdict (checked against the rule), ``detail`` (the numbers behind the estimate, formatted from artifacts)
+    and ``evidence`` (the artifacts used)."""
 
     id: str
+    group: str
     statement: str
     paper: str
-    measured: str
+    prediction: Prediction
+    estimate: Estimate | None
     verdict: str
-    rule: str
-    evidence: tuple[str, ...] = ()
+    detail: str = ""
+    reason: str = ""
+    evidence: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
+        expected = self.prediction.verdict(self.estimate)
+        if self.verdict != expected:
+            raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} does not follow from the estimate "
+                             f"by the rule ({expected!r})")
+        if self.estimate is None and not self.reason:
+            raise ValueError(f"claim {self.id!r}: a claim without an estimate must state why it is not testable")
 
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "evidence": list(self.evidence)}
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "group": self.group, "statement": self.statement, "paper": self.paper,
+                "prediction": {**self.prediction.__dict__, "text": self.prediction.describe()},
+                "estimate": None if self.estimate is None else self.estimate.to_dict(),
+                "estimate_text": "" if self.estimate is None else self.estimate.format(),
+                "verdict": self.verdict, "detail": self.detail, "reason": self.reason,
+                "evidence": list(self.evidence)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Claim:
+        """The row back from :meth:`to_dict` (re-validated: a typed verdict that does not follow is refused)."""
+        p = data["prediction"]
+        prediction = Prediction(p["statistic"], p["direction"], float(p["threshold"]), p["source"])
+        estimate = None if data["estimate"] is None else Estimate.from_dict(data["estimate"])
+        return cls(data["id"], data["group"], data["statement"], data["paper"], prediction, estimate,
+                   data["verdict"], data.get("detail", ""), data.get("reason", ""), tuple(data.get("evidence", ())))
+
+
+def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reason: str = "",
+          evidence: Iterable[str] = ()) -> Claim:
+    """The row of ``spec`` with its verdict made by the rule from ``estimate`` (None: not testable, ``reason``
+    required)."""
+    return Claim(spec.id, spec.group, spec.statement, spec.paper, spec.prediction, estimate,
+                 spec.prediction.verdict(estimate), detail, reason, tuple(evidence))
+
+
+@dataclass(frozen=True)
+class Check:
+    """An implementation check: an identity, theorem or invariant that must hold whatever the data (it is not
+    evidence for the paper). ``measured`` shows the numbers it was checked on."""
+
+    id: str
+    statement: str
+    measured: str
+    passed: bool
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "statement": self.statement, "measured": self.measured, "passed": bool(self.passed),
+                "evidence": list(self.evidence)}
+
+
+def claims_document(claims: Sequence[Claim], checks: Sequence[Check]) -> dict[str, Any]:
+    """``{"rule", "claims", "checks", "counts"}`` for ``claims.json``; raises
+    :class:`ImplementationCheckFailed` naming every failed check (so nothing is written)."""
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        raise ImplementationCheckFailed("implementation checks failed: " + "; ".join(
+            f"{c.id} ({c.statement}: {c.measured})" for c in failed))
+    ids = [c.id for c in [*claims, *checks]]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate claim or check ids: {', '.join(duplicates)}")
+    return {"rule": RULE, "claims": [c.to_dict() for c in claims], "checks": [c.to_dict() for c in checks],
+            "counts": verdict_counts(c.verdict for c in claims)}
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many rows have each verdict, in :data:`VERDICTS` order (zeros included)."""
+    counts = Counter(verdicts)
+    unknown = set(counts) - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}; expected {', '.join(VERDICTS)}")
+    return {v: counts[v] for v in VERDICTS}

@@ -1,0 +1,175 @@
+"""Uncertainty of the estimates a claims table reports: one :class:`Estimate` (value and a two-sided interval)
+from four sources, each matched to what varies in the experiment.
+
+* :func:`paired_bootstrap` -- a nonparametric bootstrap over *units* (evaluation windows, documents, zero-shot
+  examples) shared by every model compared. One resample draws ``n`` unit indices with replacement,
+  ``i = rng.integers(0, n, (resamples, n))`` from ``numpy.random.default_rng(seed)``, and the *same* indices
+  serve every column: that is the pairing. Each column enters the statistic as its sum over the resampled
+  units, ``S_c = sum_j w_j x_{c,j}`` with ``w_j`` the number of times unit ``j`` was drawn, so perplexities
+  (``exp(S_nll / S_tokens)``), accuracies (``S_correct / n``) and their differences and ratios are all functions
+  of sums. The interval is the percentile interval: the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of the
+  replicates with linear interpolation. With the same seed this equals
+  ``scipy.stats.bootstrap(..., paired=True, method="percentile", rng=default_rng(seed))`` (tested).
+* :func:`normal_interval` -- a Monte Carlo estimate with its standard error: ``value +- z_{(1+level)/2} * se``.
+* :func:`t_interval` -- over seeds (a trained quantity, one value per seed; paired differences are formed by the
+  caller, seed by seed): ``mean +- t_{(1+level)/2, n-1} * sd / sqrt(n)`` with the ``n - 1`` sample sd, as
+  ``scipy.stats.t.interval``.
+* :func:`exact` -- a quantity without sampling error (a deterministic computation): the interval is the point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+RESAMPLES = 2000
+MIN_RESAMPLES = 1000
+
+Sums = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate and its two-sided ``level`` interval ``[low, high]``; ``method`` says how the interval
+    was made (shown in the report next to the number)."""
+
+    value: float
+    low: float
+    high: float
+    method: str
+    level: float = LEVEL
+
+    def __post_init__(self) -> None:
+        for name in ("value", "low", "high"):
+            if math.isnan(getattr(self, name)):
+                raise ValueError(f"estimate {name} is NaN ({self.method})")
+        if not self.low <= self.high:
+            raise ValueError(f"estimate interval [{self.low}, {self.high}] has low above high ({self.method})")
+        if not 0 < self.level < 1:
+            raise ValueError(f"confidence level {self.level} is not in (0, 1)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        return cls(float(data["value"]), float(data["low"]), float(data["high"]), str(data["method"]),
+                   float(data.get("level", LEVEL)))
+
+    def scaled(self, factor: float) -> Estimate:
+        """The same estimate in other units (``factor > 0``), e.g. a fraction as a percentage."""
+        if not factor > 0:
+            raise ValueError(f"scale factor must be positive, got {factor}")
+        return Estimate(self.value * factor, self.low * factor, self.high * factor, self.method, self.level)
+
+    def format(self, digits: int = 3) -> str:
+        """``value [low, high]`` with ``digits`` significant digits."""
+        return f"{_g(self.value, digits)} [{_g(self.low, digits)}, {_g(self.high, digits)}]"
+
+
+def _g(x: float, digits: int) -> str:
+    return f"{x:.{digits}g}" if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+
+
+def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """``(resamples, n)`` float64: how often each of ``n`` units is drawn in each bootstrap resample
+    (``rng.integers(0, n, (resamples, n))``, the draw scipy's paired bootstrap makes)."""
+    if n < 2:
+        raise ValueError(f"a bootstrap needs at least 2 units, got {n}")
+    if resamples < MIN_RESAMPLES:
+        raise ValueError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples}")
+    draws = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    counts = np.zeros((resamples, n))
+    np.add.at(counts, (np.arange(resamples)[:, None], draws), 1.0)
+    return counts
+
+
+def paired_bootstrap(columns: Mapping[str, Sequence[float] | np.ndarray], statistic: Callable[[Sums], Any], *,
+                     resamples: int = RESAMPLES, seed: int = 0, level: float = LEVEL, unit: str = "units"
+                     ) -> Estimate:
+    """Paired percentile bootstrap of ``statistic`` (see the module docstring).
+
+    ``columns`` maps names to per-unit values (all the same length ``n``: unit ``j`` of every column is the
+    same window, document or example). ``statistic`` receives the column sums, each an array (shape ``()`` for
+    the point estimate, ``(resamples,)`` for the replicates), and returns the statistic elementwise. The point
+    estimate is the statistic of the full sample. A replicate that is not finite (e.g. 0/0) is an error naming
+    the statistic's value, never silently dropped.
+    """
+    _check_level(level)
+    if not columns:
+        raise ValueError("paired_bootstrap needs at least one column")
+    data = {name: np.asarray(values, dtype=np.float64) for name, values in columns.items()}
+    lengths = {name: v.shape for name, v in data.items()}
+    n = next(iter(data.values())).shape[0] if next(iter(data.values())).ndim == 1 else -1
+    if any(shape != (n,) for shape in lengths.values()):
+        raise ValueError(f"paired_bootstrap columns must be 1-D of one length, got {lengths}")
+    point = float(statistic({name: np.asarray(v.sum()) for name, v in data.items()}))
+    counts = resample_counts(n, resamples, seed)
+    replicates = np.asarray(statistic({name: counts @ v for name, v in data.items()}), dtype=np.float64)
+    if replicates.shape != (resamples,):
+        raise ValueError(f"the statistic must return one value per resample, got shape {replicates.shape}")
+    if not np.isfinite(replicates).all() or not math.isfinite(point):
+        raise ValueError(f"the bootstrap statistic is not finite (point estimate {point}); check the columns")
+    alpha = (1 - level) / 2
+    low, high = np.quantile(replicates, [alpha, 1 - alpha])
+    method = f"paired bootstrap over {n} {unit} ({resamples} resamples, seed {seed}, percentile)"
+    return Estimate(point, float(low), float(high), method, level)
+
+
+def normal_interval(value: float, standard_error: float, *, level: float = LEVEL,
+                    method: str = "Monte Carlo standard error") -> Estimate:
+    """``value +- z * standard_error`` (z the two-sided normal quantile of ``level``)."""
+    _check_level(level)
+    if not standard_error >= 0:
+        raise ValueError(f"standard error must be >= 0, got {standard_error}")
+    z = float(stats.norm.ppf((1 + level) / 2))
+    return Estimate(float(value), float(value - z * standard_error), float(value + z * standard_error),
+                    f"{method}, normal interval", level)
+
+
+def t_interval(values: Sequence[float] | np.ndarray, *, level: float = LEVEL, unit: str = "seeds") -> Estimate:
+    """Mean of ``values`` (one per seed, or paired differences per seed) with its Student-t interval."""
+    _check_level(level)
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"a t-interval needs at least 2 values, got {x.size}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"t-interval values must be finite, got {x.tolist()}")
+    mean = float(x.mean())
+    half = float(stats.t.ppf((1 + level) / 2, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return Estimate(mean, mean - half, mean + half, f"t-interval over {x.size} {unit}", level)
+
+
+def exact(value: float, method: str = "exact (no sampling error)") -> Estimate:
+    """A deterministic quantity: the interval is the point."""
+    return Estimate(float(value), float(value), float(value), method)
+
+
+def perplexity_columns(name: str, window_nll: Sequence[float], window_tokens: Sequence[float]
+                       ) -> dict[str, np.ndarray]:
+    """Bootstrap columns of one model's per-window scores: ``<name>.nll`` and ``<name>.tokens``."""
+    nll, tokens = np.asarray(window_nll, dtype=np.float64), np.asarray(window_tokens, dtype=np.float64)
+    if nll.shape != tokens.shape or nll.ndim != 1:
+        raise ValueError(f"{name}: window_nll {nll.shape} and window_tokens {tokens.shape} must be 1-D and match")
+    return {f"{name}.nll": nll, f"{name}.tokens": tokens}
+
+
+def log_perplexity(sums: Sums, name: str) -> np.ndarray:
+    """Token-weighted mean NLL of ``name`` from bootstrap sums (:func:`perplexity_columns`)."""
+    return np.asarray(sums[f"{name}.nll"]) / np.asarray(sums[f"{name}.tokens"])
+
+
+def perplexity(sums: Sums, name: str) -> np.ndarray:
+    """``exp`` of :func:`log_perplexity`: the perplexity of ``name`` on the resampled windows."""
+    return np.exp(log_perplexity(sums, name))
