@@ -114,11 +114,12 @@ def paired_bootstrap(columns: Mapping[str, Sequence[float] | np.ndarray], statis
     n = next(iter(data.values())).shape[0] if next(iter(data.values())).ndim == 1 else -1
     if any(shape != (n,) for shape in lengths.values()):
         raise ValueError(f"paired_bootstrap columns must be 1-D of one length, got {lengths}")
-    point = float(statistic({name: np.asarray(v.sum()) for name, v in data.items()}))
     counts = resample_counts(n, resamples, seed)
-    replicates = np.asarray(statistic({name: counts @ v for name, v in data.items()}), dtype=np.float64)
-    if replicates.shape != (resamples,):
-        raise ValueError(f"the statistic must return one value per resample, got shape {replicates.shape}")
+    with np.errstate(all="ignore"):  # a non-finite replicate is refused below, naming the point estimate
+        replicates = np.asarray(statistic({name: counts @ v for name, v in data.items()}), dtype=np.float64)
+        if replicates.shape != (resamples,):
+            raise ValueError(f"the statistic must return one value per resample, got shape {replicates.shape}")
+        point = float(np.asarray(statistic({name: np.asarray(v.sum()) for name, v in data.items()})))
     if not np.isfinite(replicates).all() or not math.isfinite(point):
         raise ValueError(f"the bootstrap statistic is not finite (point estimate {point}); check the columns")
     alpha = (1 - level) / 2

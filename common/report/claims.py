@@ -37,7 +37,7 @@ RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the
         "testable at this scale: no estimate, with the reason stated")
 
 
-class ImplementationCheckFailed(RuntimeError):
+class ImplementationCheckFailed(RuntimeError):  # noqa: N818 (names the event: a check failed)
     """An identity, theorem or invariant of the implementation does not hold: the build stops."""
 
 

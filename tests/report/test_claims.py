@@ -1,0 +1,95 @@
+"""common.report.claims: the fixed verdict rule on planted intervals (each direction, each verdict, the
+boundaries), specs read from config with named errors, rows that refuse a verdict the rule does not give, and
+implementation checks that fail the build."""
+
+import pytest
+
+from common.report.claims import (
+    VERDICTS,
+    Check,
+    Claim,
+    ImplementationCheckFailed,
+    Prediction,
+    claim_specs,
+    claims_document,
+    judge,
+    verdict_counts,
+)
+from common.uncertainty import Estimate
+
+SPEC = {"group": "4/6 at block 4", "statement": "4/6 shrinks the block-4 gap", "paper": "0.725 -> 0.270",
+        "statistic": "relative change of the block-4 gap", "direction": "below", "threshold": -0.3,
+        "source": "about half the paper's -63%"}
+
+
+def _est(low, high):
+    return Estimate((low + high) / 2, low, high, "planted")
+
+
+@pytest.mark.parametrize(("direction", "threshold", "interval", "expected"), [
+    ("above", 0.0, (0.1, 0.3), "reproduced"),
+    ("above", 0.0, (-0.3, -0.1), "contradicted"),
+    ("above", 0.0, (-0.1, 0.1), "inconclusive"),
+    ("above", 0.0, (0.0, 0.1), "inconclusive"),     # touching the threshold is not "entirely above"
+    ("below", -0.3, (-0.7, -0.5), "reproduced"),
+    ("below", -0.3, (-0.2, 0.1), "contradicted"),
+    ("below", -0.3, (-0.4, -0.2), "inconclusive"),
+    ("within", 0.01, (-0.005, 0.008), "reproduced"),
+    ("within", 0.01, (0.02, 0.05), "contradicted"),
+    ("within", 0.01, (-0.05, -0.02), "contradicted"),
+    ("within", 0.01, (0.005, 0.02), "inconclusive"),
+    ("within", 0.01, (-0.02, 0.02), "inconclusive"),  # wider than the margin on both sides
+])
+def test_the_rule_follows_the_interval(direction, threshold, interval, expected):
+    assert Prediction("x", direction, threshold, "s").verdict(_est(*interval)) == expected
+
+
+def test_no_estimate_is_not_testable_and_needs_a_reason():
+    spec = claim_specs({"c": SPEC})["c"]
+    row = judge(spec, None, reason="no model has zero-shot tasks at this scale")
+    assert row.verdict == VERDICTS[3]
+    with pytest.raises(ValueError, match="must state why"):
+        judge(spec, None)
+
+
+def test_specs_from_config_name_their_errors():
+    spec = claim_specs({"four_over_six_block4": SPEC})["four_over_six_block4"]
+    assert spec.prediction == Prediction("relative change of the block-4 gap", "below", -0.3,
+                                         "about half the paper's -63%")
+    assert spec.prediction.describe() == "relative change of the block-4 gap < -0.3"
+    with pytest.raises(ValueError, match=r"claims\.c: missing \['source'\], unknown \['sauce'\]"):
+        claim_specs({"c": {**{k: v for k, v in SPEC.items() if k != "source"}, "sauce": "x"}})
+    with pytest.raises(ValueError, match=r"claims\.c: prediction direction 'up'"):
+        claim_specs({"c": {**SPEC, "direction": "up"}})
+    with pytest.raises(ValueError, match="margin must be positive"):
+        claim_specs({"c": {**SPEC, "direction": "within", "threshold": 0}})
+
+
+def test_a_row_refuses_a_verdict_the_rule_does_not_give_and_round_trips():
+    spec = claim_specs({"c": SPEC})["c"]
+    row = judge(spec, _est(-0.7, -0.5), detail="small: 0.8 -> 0.3", evidence=["a.json"])
+    assert row.verdict == "reproduced"
+    assert Claim.from_dict(row.to_dict()) == row
+    typed = {**row.to_dict(), "verdict": "contradicted"}
+    with pytest.raises(ValueError, match="does not follow from the estimate"):
+        Claim.from_dict(typed)
+    with pytest.raises(ValueError, match="verdict 'partly' is not one of"):
+        Claim.from_dict({**row.to_dict(), "verdict": "partly"})
+
+
+def test_claims_document_counts_and_fails_on_a_broken_check():
+    specs = claim_specs({"a": SPEC, "b": {**SPEC, "direction": "above"}})
+    rows = [judge(specs["a"], _est(-0.7, -0.5)), judge(specs["b"], _est(-0.7, -0.5))]
+    ok = Check("brute_force_lowest", "brute force <= every heuristic", "0 of 287 points above", True)
+    document = claims_document(rows, [ok])
+    assert document["counts"] == {"reproduced": 1, "contradicted": 1, "inconclusive": 0,
+                                  "not testable at this scale": 0}
+    assert [c["id"] for c in document["claims"]] == ["a", "b"]
+    assert document["checks"][0]["passed"] is True
+    broken = Check("parts_sum", "theory parts sum to the total", "off by 1e-3", False)
+    with pytest.raises(ImplementationCheckFailed, match=r"parts_sum \(theory parts sum to the total: off by 1e-3\)"):
+        claims_document(rows, [ok, broken])
+    with pytest.raises(ValueError, match="duplicate claim or check ids: a"):
+        claims_document([rows[0], rows[0]], [])
+    with pytest.raises(ValueError, match="unknown verdicts"):
+        verdict_counts(["partly"])
