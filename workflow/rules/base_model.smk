@@ -36,3 +36,25 @@ rule convert_smollm2:
         CONDA_ENV
     shell:
         "python -m common.models convert-smollm2 --out {output} > {log} 2>&1"
+
+
+rule rescale_model:
+    """A sweep point: the function-preserving rescaling (common.models.rescale) of a base or external model by
+    the factor c with the transforms of sweep.transforms (the chosen linears' weights times c, the RMSNorm gains
+    before them / c); rescale.json in the folder holds the sigmas and the logit difference on a probe batch."""
+    input:
+        model_dir,
+    output:
+        directory("results/models/sweep/{model}/c{factor}"),
+    log:
+        "logs/rescale_model/{model}/c{factor}.log",
+    wildcard_constraints:
+        model="|".join([*CFG["base_models"], *CFG["external_models"]]),
+        factor=r"[0-9][0-9.e+-]*",
+    conda:
+        CONDA_ENV
+    params:
+        transforms=" ".join(CFG["sweep"]["transforms"]),
+    shell:
+        "python -m common.models rescale --model {input} --factor {wildcards.factor} --transforms {params.transforms}"
+        " --out {output} > {log} 2>&1"

@@ -94,12 +94,39 @@ def json_arg(value):
     return shlex.quote(json.dumps(value, sort_keys=True))
 
 
+SWEEP_MODEL = re.compile(r"(?P<model>[A-Za-z0-9_]+)-c(?P<factor>[0-9][0-9.e+-]*)")  # <model>-c<factor>
+
+
+def sweep_factor(text):
+    """Whether ``text`` is a positive finite factor written as ``f"{factor:g}"`` (``0.1``, ``1``, ``1e-05``)."""
+    try:
+        factor = float(text)
+    except ValueError:
+        return False
+    return 0 < factor < float("inf") and f"{factor:g}" == text
+
+
 def model_dir(wildcards):
-    """``results/models/<base|external>/<model>`` of a ``model`` wildcard (ValueError naming an unknown one)."""
-    kind = "base" if wildcards.model in CFG["base_models"] else "external"
-    if kind == "external" and wildcards.model not in CFG["external_models"]:
-        raise ValueError(
-            f"unknown model {wildcards.model!r}: neither a base model ({', '.join(CFG['base_models'])})"
-            f" nor an external model ({', '.join(CFG['external_models'])})"
-        )
-    return f"results/models/{kind}/{wildcards.model}"
+    """The checkpoint folder of a ``model`` wildcard: ``results/models/<base|external>/<model>``, or for a sweep
+    point ``<model>-c<factor>`` of a base or external model (``smoke-c0.1``, the factor as ``f"{c:g}"``) the
+    rescaled checkpoint ``results/models/sweep/<model>/c<factor>`` (rule rescale_model). ValueError naming an
+    unknown name and the accepted forms."""
+    name = wildcards.model
+    if name in CFG["base_models"]:
+        return f"results/models/base/{name}"
+    if name in CFG["external_models"]:
+        return f"results/models/external/{name}"
+    sweep = SWEEP_MODEL.fullmatch(name)
+    known = [*CFG["base_models"], *CFG["external_models"]]
+    if sweep and sweep["model"] in known and sweep_factor(sweep["factor"]):
+        return f"results/models/sweep/{sweep['model']}/c{sweep['factor']}"
+    raise ValueError(
+        f"unknown model {name!r}: neither a base model ({', '.join(CFG['base_models'])}), an external model"
+        f" ({', '.join(CFG['external_models'])}) nor a sweep point <model>-c<factor> of one of them, the factor"
+        f" positive and written as f'{{factor:g}}' (e.g. {known[0]}-c0.1)"
+    )
+
+
+def sweep_models(model):
+    """The sweep points of ``model``: ``<model>-c<factor>`` for every factor of ``sweep.factors`` (1 included)."""
+    return [f"{model}-c{factor:g}" for factor in CFG["sweep"]["factors"]]
