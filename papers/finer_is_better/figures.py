@@ -1,6 +1,7 @@
 """The paper's figures (seaborn): ``plot_*`` draws one figure from a summary artifact and returns it (the
 notebook shows it), ``*_figure`` saves it as PNG and PDF atomically with byte-stable metadata. Regions A and B
-are shaded from the summary's detected sigmas."""
+are shaded from the summary's detected sigmas. :data:`PLOTS` and :data:`CAPTIONS` by figure kind
+(``settings.FIGURES``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,32 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from common.report.figures import save_figure, set_report_theme
+from common.report.figures import check_figures, lookup_caption, save_figure, set_report_theme
 
 from .claims import HEURISTICS
 from .numerical import curves, table_from_summary
+from .settings import FIGURES
 
 REGION_STYLE = {"A": ("#d62728", "Region A (scale underflow)"),
                 "B": ("#1f77b4", "Region B (reversal with prevent-zero)")}
 Path = str | os.PathLike[str]
+CAPTIONS = {
+    "mse": "Relative MSE (MSE / sigma^2) of FP4 E2M1 block quantization of Normal(0, sigma^2) data vs sigma for one "
+           "block scale format and scale-selection variant (named before the colon), one line per block size. "
+           "Shaded: Region A (abs-max scale underflow) and Region B (the reversal that survives prevent-zero), "
+           "detected from the data by the rules in Table 1.",
+    "brute-force-ratio": "MSE of each scale-selection heuristic divided by brute force's (the best single "
+                         "representable scale per block, in the scale format named before the colon) at the smallest "
+                         "block size; 1 is optimal.",
+    "gap": "Perplexity gap to the unquantized model vs block size, the MLP linears' weights and activations "
+           "fake-quantized to E2M1, one line per scale format and rule.",
+}
+
+
+def caption(figure_id: str) -> str:
+    """The caption of a figure from its id (``mse-<scale>-<variant>``, ``brute-force-ratio-<scale>``,
+    ``gap-<model>``: ``"<detail>: "`` and its kind's caption), ValueError for an unknown id."""
+    return lookup_caption(CAPTIONS, figure_id)
 
 
 def shade_regions(ax: plt.Axes, regions: Mapping[str, Any], grid: list[float]) -> None:
@@ -91,19 +110,5 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
     return fig
 
 
-def caption(figure_id: str) -> str:
-    """The caption of a figure from its id (``mse-<scale>-<variant>``, ``brute-force-ratio-<scale>``,
-    ``gap-<model>``), ValueError for an unknown id."""
-    scale, _, variant = figure_id.removeprefix("mse-").partition("-")
-    if figure_id.startswith("mse-") and scale and variant:
-        return (f"Relative MSE (MSE / sigma^2) vs sigma, E2M1 elements with {scale.upper()} scales, variant "
-                f"{variant}, one line per block size. Shaded: Region A (abs-max scale underflow) and Region B "
-                "(reversal that survives prevent-zero), detected from the data by the rules in Table 1.")
-    if figure_id.startswith("brute-force-ratio-"):
-        scale = figure_id.rsplit("-", 1)[-1]
-        return (f"MSE of each heuristic divided by brute force's (the best single {scale.upper()} scale per block) "
-                "at the smallest block size; 1 is optimal.")
-    if figure_id.startswith("gap-"):
-        return (f"{figure_id[4:]}: perplexity gap to the unquantized model vs block size, MLP weights and "
-                "activations fake-quantized to E2M1, one line per scale format and rule.")
-    raise ValueError(f"unknown figure id {figure_id!r}")
+PLOTS = {"mse": plot_mse, "brute-force-ratio": plot_brute_force_ratio, "gap": plot_gap}
+check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

@@ -1,15 +1,9 @@
 # finer_is_better: the paper config (validated, profile merged) and the functions its rules call.
+from papers.finer_is_better.settings import KEY as FIB_KEY
 from papers.finer_is_better.settings import cells as fib_cells
-from papers.finer_is_better.settings import profile_config
 
-
-configfile: "papers/finer_is_better/config.yaml"
-
-
-validate(config["finer_is_better"], "config.schema.yaml")
-FIB = profile_config(config["finer_is_better"], config["profile"])
-validate(FIB, "config.schema.yaml")
-FIB_DIR = "results/finer_is_better"
+FIB = paper_config(FIB_KEY)
+FIB_DIR = f"results/{FIB_KEY}"
 FIB_MODELS = [CFG["base_model"], *FIB["model"]["external"]]
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
 FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
@@ -19,8 +13,7 @@ FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *(f"gap-{m}" for m i
 def fib_variant(variant):
     if variant not in FIB["variants"]:
         raise ValueError(
-            f"unknown variant {variant!r}; defined in papers/finer_is_better/config.yaml: "
-            f"{', '.join(FIB['variants'])}"
+            f"unknown variant {variant!r}; defined in papers/{FIB_KEY}/config.yaml: {', '.join(FIB['variants'])}"
         )
     return FIB["variants"][variant]
 

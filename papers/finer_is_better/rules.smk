@@ -113,7 +113,7 @@ rule fib_figure_mse:
     output:
         png=report(
             f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.png",
-            caption="report/mse.rst",
+            caption="report/figure.rst",
             category="Finer is Better",
             subcategory="numerical study",
         ),
@@ -137,7 +137,7 @@ rule fib_figure_brute_force_ratio:
     output:
         png=report(
             f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.png",
-            caption="report/brute_force.rst",
+            caption="report/figure.rst",
             category="Finer is Better",
             subcategory="numerical study",
         ),
@@ -158,7 +158,7 @@ rule fib_figure_gap:
     output:
         png=report(
             f"{FIB_DIR}/figures/gap-{{model}}.png",
-            caption="report/gap.rst",
+            caption="report/figure.rst",
             category="Finer is Better",
             subcategory="model study",
         ),

@@ -23,6 +23,9 @@ from common.formats import FORMATS
 from common.ptq import QuantSpec
 from common.registry import lookup
 
+KEY = "finer_is_better"
+# the report's figure kinds (figure ids mse-<scale>-<variant>, brute-force-ratio-<scale>, gap-<model>)
+FIGURES = ("mse", "brute-force-ratio", "gap")
 REFERENCE_SCALE = "ue4m3"  # the paper's E4M3 block scales: the regions and claims are defined on them
 CLAIM_VARIANTS = {"numerical": ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz", "brute_force"),
                   "model": ("absmax", "prevent_zero", "four_over_six")}
@@ -31,7 +34,7 @@ CELL = re.compile(r"^(?P<element>[a-z0-9]+)-(?P<scale>[a-z0-9]+)-b(?P<block>[0-9
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
     """The paper config of ``profile`` (its ``profiles`` entry merged over the rest), checked."""
-    active = active_profile(config, profile, "finer_is_better")
+    active = active_profile(config, profile, KEY)
     check_config(active)
     return active
 

@@ -1,6 +1,7 @@
 """The paper's figures (seaborn): ``plot_*`` draws one figure from artifacts and returns it (the notebook shows
 it); ``python -m papers.maxwindow_hif8 figure ...`` saves it as PNG and PDF
-(:func:`common.report.figures.save_figure`). Captions for the report are :data:`CAPTIONS`."""
+(:func:`common.report.figures.save_figure`). :data:`PLOTS` and :data:`CAPTIONS` by figure kind
+(``settings.FIGURES``)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pandas as pd
 import seaborn as sns
 
 from common.analysis.observer_study import TRACE_OPTIONS
-from common.report.figures import lookup_caption, set_report_theme
+from common.report.figures import check_figures, lookup_caption, set_report_theme
 
+from .settings import FIGURES
 from .study import METRIC_LABELS, METRICS
 
 SPIKE_PERIOD = TRACE_OPTIONS["spikes"]["period"]
@@ -39,7 +41,8 @@ ROLES = ("input", "weight", "grad_output")
 
 
 def caption(figure_id: str) -> str:
-    """The caption of a figure file stem (ValueError naming an unknown one)."""
+    """The caption of a figure file stem (:func:`common.report.figures.lookup_caption`; ValueError naming an
+    unknown one)."""
     return lookup_caption(CAPTIONS, figure_id)
 
 
@@ -144,3 +147,8 @@ def plot_observer_study(cell: Mapping[str, Any],
     axes[-1].set(xlabel="step")
     fig.tight_layout()
     return fig
+
+
+PLOTS = {"loss-curves": plot_loss_curves, "saturation": plot_saturation, "downstream": plot_downstream,
+         "forgetting": plot_forgetting, "observer-study": plot_observer_study}
+check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

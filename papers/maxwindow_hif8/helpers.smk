@@ -2,22 +2,17 @@
 # the functions its rules call.
 from common.ptq.select import DEFAULT_INCLUDE as MW_MLP_LINEARS
 from common.qat.w8a8 import PAPER_SKIP_PROPORTION
-from papers.maxwindow_hif8.settings import profile_config, run_names, run_settings
+from papers.maxwindow_hif8.settings import FIGURES as MW_FIGURES
+from papers.maxwindow_hif8.settings import KEY as MW_KEY
+from papers.maxwindow_hif8.settings import run_names, run_settings
 
-
-configfile: "papers/maxwindow_hif8/config.yaml"
-
-
-validate(config["maxwindow_hif8"], "config.schema.yaml")
-MW = profile_config(config["maxwindow_hif8"], config["profile"])
-validate(MW, "config.schema.yaml")
-MW_DIR = "results/maxwindow_hif8"
-MW_TRAINED = "results/models/trained/maxwindow_hif8"
+MW = paper_config(MW_KEY)
+MW_DIR = f"results/{MW_KEY}"
+MW_TRAINED = f"results/models/trained/{MW_KEY}"
 MW_RUNS = run_names(MW)
 MW_BASELINES = [run for run in MW_RUNS if run_settings(MW, run)["observer"] is None]
 MW_RECIPE = f"max_window-lrlow-w{MW['bf16_warmup_steps']}"
 MW_CORPORA = {"pretrain": CFG["data"]["pretrain"], "shift": CFG["data"]["shift"]}
-MW_FIGURES = ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]
 # Every trained model is checkpoint-quantized (workflow/rules/ptq.smk) with this entry, the paper's HiF8 W8A8 recipe on
 # the layers QAT trained (MLP gate/up/down, the paper's first/last block proportions left alone).
 MW_QUANTIZATION = "hif8_w8a8"
@@ -41,7 +36,7 @@ def mw_eval_model(wildcards):
         source = f"base/{CFG['base_model']}"
         trained = f"results/models/{source}"
     else:
-        source = f"trained/maxwindow_hif8/{wildcards.run}"
+        source = f"trained/{MW_KEY}/{wildcards.run}"
         trained = f"{MW_TRAINED}/{wildcards.run}"
     return trained if wildcards.precision == "bf16" else f"results/models/quantized/{MW_QUANTIZATION}/{source}"
 

@@ -108,7 +108,7 @@ rule mw_figure_summary:
     output:
         png=report(
             f"{MW_DIR}/figures/{{figure}}.png",
-            caption="report/summary_figure.rst",
+            caption="report/figure.rst",
             category="Max-Window HiF8",
             subcategory="{figure}",
         ),
@@ -131,7 +131,7 @@ rule mw_figure_saturation:
     output:
         png=report(
             f"{MW_DIR}/figures/saturation.png",
-            caption="report/saturation.rst",
+            caption="report/figure.rst",
             category="Max-Window HiF8",
             subcategory="saturation",
         ),
@@ -154,7 +154,7 @@ rule mw_figure_observer_study:
     output:
         png=report(
             f"{MW_DIR}/figures/observer-study.png",
-            caption="report/observer_study.rst",
+            caption="report/figure.rst",
             category="Max-Window HiF8",
             subcategory="observer study",
         ),

@@ -20,6 +20,7 @@ from common.registry import lookup
 from common.train import TrainConfig
 
 KEY = "maxwindow_hif8"
+FIGURES = ("loss-curves", "saturation", "downstream", "forgetting", "observer-study")  # the report's figure kinds = ids
 RUN = re.compile(r"(?:bf16-lr(?P<bf16_rate>high|low))|(?:(?P<observer>[a-z_]+)-lr(?P<rate>high|low)-w(?P<warmup>\d+))")
 
 

@@ -1,6 +1,7 @@
 """The paper's figures (seaborn): ``plot_*`` draws one figure from artifacts and returns it (the notebook shows
 it); ``python -m papers.microscaling_limits figure ...`` saves it as PNG and PDF
-(:func:`common.report.figures.save_figure`)."""
+(:func:`common.report.figures.save_figure`). :data:`PLOTS` and :data:`CAPTIONS` by figure kind
+(``settings.FIGURES``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,30 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from common.report.figures import set_report_theme
+from common.report.figures import check_figures, lookup_caption, set_report_theme
+
+from .settings import FIGURES
 
 PARTS = ("non_max", "max_element", "zero_blocks")
+CAPTIONS = {
+    "theory-vs-simulation": "Relative MSE (MSE / sigma^2) vs sigma: the analytic model (lines, Normal data) and "
+                            "Monte Carlo simulation (points, 2^20 samples) for each block size.",
+    "parts": "The three contributions of the theory's MSE (non-max elements, the max element, whole blocks "
+             "rounded to zero) vs sigma.",
+    "fit": "Fit quality: theory / simulation - 1 at every simulated point (chi2 = mean squared difference of "
+           "MSE / sigma^2).",
+    "crossovers": "The theory's crossover sigma below which block n is worse than 2n, per scale format, with the "
+                  "sigma range of each model's weight tensors (shaded).",
+    "tensors": "Every linear weight tensor: measured block MSE vs the theory's prediction from its fitted sigma.",
+    "gap": "Perplexity gap to the unquantized model vs block size with UE4M3, UE4M3-S (per-tensor scale) and UE5M3 "
+           "block scales (weights and activations of every block Linear in E2M1).",
+}
+
+
+def caption(figure_id: str) -> str:
+    """Caption from a figure id ``<kind>[-<detail>]``: ``"<detail>: "`` and its kind's caption (ValueError naming an
+    unknown id)."""
+    return lookup_caption(CAPTIONS, figure_id)
 
 
 def plot_theory_vs_simulation(theory: Mapping[str, Any], validation: Mapping[str, Any]) -> plt.Figure:
@@ -110,25 +132,6 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
     return fig
 
 
-CAPTIONS = {
-    "theory-vs-simulation": "Relative MSE (MSE / sigma^2) vs sigma: the analytic model (lines, Normal data) and "
-                            "Monte Carlo simulation (points, 2^20 samples) for each block size.",
-    "parts": "The three contributions of the theory's MSE (non-max elements, the max element, whole blocks "
-             "rounded to zero) vs sigma.",
-    "fit": "Fit quality: theory / simulation - 1 at every simulated point (chi2 = mean squared difference of "
-           "MSE / sigma^2).",
-    "crossovers": "The theory's crossover sigma below which block n is worse than 2n, per scale format, with the "
-                  "sigma range of each model's weight tensors (shaded).",
-    "tensors": "Every linear weight tensor: measured block MSE vs the theory's prediction from its fitted sigma.",
-    "gap": "Perplexity gap to the unquantized model vs block size with UE4M3, UE4M3-S (per-tensor scale) and UE5M3 "
-           "block scales (weights and activations of every block Linear in E2M1).",
-}
-
-
-def caption(figure_id: str) -> str:
-    """Caption from a figure id ``<kind>[-<detail>]`` (ValueError naming an unknown id)."""
-    for kind, text in sorted(CAPTIONS.items(), key=lambda item: -len(item[0])):
-        if figure_id == kind or figure_id.startswith(kind + "-"):
-            detail = figure_id[len(kind) + 1:]
-            return f"{detail}: {text}" if detail else text
-    raise ValueError(f"unknown figure id {figure_id!r}")
+PLOTS = {"theory-vs-simulation": plot_theory_vs_simulation, "parts": plot_parts, "fit": plot_fit,
+         "crossovers": plot_crossovers, "tensors": plot_tensors, "gap": plot_gap}
+check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

@@ -1,14 +1,8 @@
 # microscaling_limits: the paper config (validated, profile merged) and the functions its rules call.
-from papers.microscaling_limits.settings import profile_config
+from papers.microscaling_limits.settings import KEY as MSL_KEY
 
-
-configfile: "papers/microscaling_limits/config.yaml"
-
-
-validate(config["microscaling_limits"], "config.schema.yaml")
-MSL = profile_config(config["microscaling_limits"], config["profile"])
-validate(MSL, "config.schema.yaml")
-MSL_DIR = "results/microscaling_limits"
+MSL = paper_config(MSL_KEY)
+MSL_DIR = f"results/{MSL_KEY}"
 MSL_MODELS = [CFG["base_model"], *MSL["model"]["external"]]
 MSL_TENSOR_MODELS = [CFG["base_model"] if m == "base" else m for m in MSL["tensors"]["models"]]
 MSL_CORPUS = MSL["model"]["corpus"] or CFG["data"]["pretrain"]

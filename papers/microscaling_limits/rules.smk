@@ -129,7 +129,7 @@ rule msl_figure_theory_vs_simulation:
     output:
         png=report(
             f"{MSL_DIR}/figures/theory-vs-simulation-{{scale}}.png",
-            caption="report/theory_vs_simulation.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="theory",
         ),
@@ -150,7 +150,7 @@ rule msl_figure_parts:
     output:
         png=report(
             f"{MSL_DIR}/figures/parts-{{scale}}-b{{block}}.png",
-            caption="report/parts.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="theory",
         ),
@@ -171,7 +171,7 @@ rule msl_figure_fit:
     output:
         png=report(
             f"{MSL_DIR}/figures/fit.png",
-            caption="report/fit.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="theory",
         ),
@@ -193,7 +193,7 @@ rule msl_figure_crossovers:
     output:
         png=report(
             f"{MSL_DIR}/figures/crossovers.png",
-            caption="report/crossovers.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="theory",
         ),
@@ -214,7 +214,7 @@ rule msl_figure_tensors:
     output:
         png=report(
             f"{MSL_DIR}/figures/tensors-{{model}}.png",
-            caption="report/tensors.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="weight tensors",
         ),
@@ -235,7 +235,7 @@ rule msl_figure_gap:
     output:
         png=report(
             f"{MSL_DIR}/figures/gap-{{model}}.png",
-            caption="report/gap.rst",
+            caption="report/figure.rst",
             category="Is finer better?",
             subcategory="model study",
         ),

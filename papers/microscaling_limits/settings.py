@@ -23,6 +23,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "ue5m3": {"scale": "ue5m3"},
 }
 KEY = "microscaling_limits"
+# the report's figure kinds (figure ids theory-vs-simulation-<scale>, parts-<scale>-b<block>, fit, crossovers,
+# tensors-<model>, gap-<model>)
+FIGURES = ("theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap")
 
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:

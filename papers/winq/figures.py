@@ -1,6 +1,6 @@
 """The paper's figures (seaborn): ``plot_*`` draws one figure from the study summary and returns it (the notebook
 shows it); ``python -m papers.winq figure <id>`` saves it as PNG and PDF (:func:`common.report.figures.save_figure`).
-Captions for the report are :data:`CAPTIONS`.
+:data:`PLOTS` and :data:`CAPTIONS` by figure kind (``settings.FIGURES``).
 
 Spectral densities are drawn from the Ritz values ``theta`` and weights ``tau`` of stochastic Lanczos quadrature
 (the cell's ``nodes`` and ``weights``): the ``tau``-weighted histogram over :data:`BINS` equal bins spanning the
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from common.report.figures import lookup_caption, set_report_theme
+from common.report.figures import check_figures, lookup_caption, set_report_theme
 
 from .settings import FIGURES
 
@@ -41,7 +41,8 @@ BINS = 60
 
 
 def caption(figure_id: str) -> str:
-    """The caption of a figure file stem (ValueError naming an unknown one)."""
+    """The caption of a figure file stem (:func:`common.report.figures.lookup_caption`; ValueError naming an
+    unknown one)."""
     return lookup_caption(CAPTIONS, figure_id)
 
 
@@ -174,6 +175,4 @@ def plot_hessian_stats(summary: Mapping[str, Any]) -> plt.Figure:
 
 PLOTS = {"curves": plot_curves, "final": plot_final, "spectra": plot_spectra, "spectra-winq": plot_spectra_winq,
          "hessian-stats": plot_hessian_stats}
-
-if set(PLOTS) != set(FIGURES) or set(CAPTIONS) != set(FIGURES):
-    raise RuntimeError("papers.winq.figures: PLOTS and CAPTIONS must cover exactly settings.FIGURES")
+check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

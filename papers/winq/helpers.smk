@@ -1,17 +1,12 @@
 # winq: the paper config (validated, profile merged), its runs, its checkpoint quantization entry and the functions
 # its rules call.
 from papers.winq.settings import FIGURES as WQ_FIGURES
-from papers.winq.settings import hessian_runs, profile_config, run_config, run_names
+from papers.winq.settings import KEY as WQ_KEY
+from papers.winq.settings import hessian_runs, run_config, run_names
 
-
-configfile: "papers/winq/config.yaml"
-
-
-validate(config["winq"], "config.schema.yaml")
-WQ = profile_config(config["winq"], config["profile"])
-validate(WQ, "config.schema.yaml")
-WQ_DIR = "results/winq"
-WQ_TRAINED = "results/models/trained/winq"
+WQ = paper_config(WQ_KEY)
+WQ_DIR = f"results/{WQ_KEY}"
+WQ_TRAINED = f"results/models/trained/{WQ_KEY}"
 WQ_RUNS = run_names(WQ)
 WQ_HESSIAN_RUNS = hessian_runs(WQ)
 WQ_CORPUS = CFG["data"]["pretrain"]  # QAT on the base model's own pretraining corpus, as the paper
@@ -27,7 +22,7 @@ def wq_eval_model(wildcards):
     """The model an evaluation reads: the full-precision base model, or a run's checkpoint quantization."""
     if wildcards.wq_model == "base":
         return f"results/models/base/{CFG['base_model']}"
-    return f"results/models/quantized/{WQ_QUANTIZATION}/trained/winq/{wildcards.wq_model}"
+    return f"results/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{wildcards.wq_model}"
 
 
 def wq_run_config(wildcards):

@@ -22,7 +22,7 @@ from common.train import TrainConfig
 from .run import METHODS
 
 KEY = "winq"
-FIGURES = ("curves", "final", "spectra", "spectra-winq", "hessian-stats")  # the report's figure ids
+FIGURES = ("curves", "final", "spectra", "spectra-winq", "hessian-stats")  # the report's figure kinds = ids
 BIT_WIDTHS = {str(bits): bits for bits in LOWBIT_BITS}  # by their YAML spelling: "1", "1.58", "2", "3", "4"
 
 

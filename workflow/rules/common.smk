@@ -1,10 +1,13 @@
 # Helpers shared by the rules files (Snakemake's lint wants functions apart from rules), the merged
 # profile configuration CFG, the interpreter, and the functions the rules call for their inputs and parameters.
+import importlib
 import json
 import os
 import re
 import shlex
 import sys
+
+from snakemake.exceptions import WorkflowError
 
 from common.config import merged
 from common.data.documents import SPLITS
@@ -92,6 +95,30 @@ def report_pages(wildcards):
 def json_arg(value):
     """``value`` as one shell-quoted canonical JSON argument (a rule's --config-json)."""
     return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def paper_config(key):
+    """The configuration of paper ``key`` (folder ``papers/<key>``, section ``<key>`` of its ``config.yaml``): the
+    file loaded into ``config`` (as a ``configfile:``, the command line's ``--config`` still on top), validated
+    against ``papers/<key>/config.schema.yaml``, the selected profile merged in and checked by the paper's
+    ``settings.profile_config``, and the merged configuration validated against the schema again."""
+    folder = f"papers/{key}"
+    workflow.configfile(f"{folder}/config.yaml")
+    if key not in config:
+        raise ValueError(f"{folder}/config.yaml has no {key!r} section (its paper's settings.KEY)")
+    schema = os.path.join(workflow.basedir, folder, "config.schema.yaml")
+    validate_paper_config(config[key], schema, f"{folder}/config.yaml")
+    active = importlib.import_module(f"papers.{key}.settings").profile_config(config[key], config["profile"])
+    validate_paper_config(active, schema, f"{folder}/config.yaml with profile {config['profile']!r} merged in")
+    return active
+
+
+def validate_paper_config(data, schema, what):
+    """``validate(data, schema)`` with an error naming ``what`` was validated (the file and the profile)."""
+    try:
+        validate(data, schema)
+    except WorkflowError as err:
+        raise WorkflowError(f"{what} does not satisfy {os.path.relpath(schema, workflow.basedir)}", err) from None
 
 
 SWEEP_MODEL = re.compile(r"(?P<model>[A-Za-z0-9_]+)-c(?P<factor>[0-9][0-9.e+-]*)")  # <model>-c<factor>
