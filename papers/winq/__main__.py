@@ -6,7 +6,9 @@ Artifacts: a run's logs in ``--run-dir`` (``train_log.csv``, ``eval_log.csv``: t
 ``lowbit_scales.safetensors``); a Hessian cell and an evaluation are one JSON file each. The summary reads a run's
 logs by the folder they lie in (``<runs>/<run>/eval_log.csv``), its evaluation as ``<eval>/<run>.json`` (``base``:
 the full-precision base model), its Hessian cell as ``<hessian>/<run>.json`` and the ``size_report.json`` in its
-quantized checkpoint folder (``.../trained/winq/<run>``).
+quantized checkpoint folder (``.../trained/winq/<run>``). The claims read the summary, the runs' evaluations
+(per-window and per-example scores) and the ``quantization_config.json`` of each quantized checkpoint folder, and
+write ``claims.json`` (``common.report.claims_document``: rows and implementation checks).
 """
 
 from __future__ import annotations
@@ -69,10 +71,19 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from .claims import study_claims
+    from common.ptq.checkpoint import QUANT_CONFIG_FILE
+    from common.report import claim_specs, claims_document
 
-    rows = study_claims(read_json(args.summary), json_object(args.config_json), args.summary)
-    write_json(args.out, [c.to_dict() for c in rows])
+    from .claims import Evidence, Study, study_checks, study_claims
+
+    config = json_object(args.config_json)
+    evaluations = {Path(p).stem: p for p in args.evaluations}
+    study = Study(summary=read_json(args.summary), evaluations={run: read_json(p) for run, p in evaluations.items()},
+                  quantized={Path(p).name: read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
+                  summary_path=args.summary, evaluation_paths=evaluations)
+    rows = study_claims(claim_specs(config["claims"]), study,
+                        Evidence.from_dict(json_object(args.evidence_json, "--evidence-json")), config["settings"])
+    write_json(args.out, claims_document(rows, study_checks(study)))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -122,7 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
           ("--hessians", {"nargs": "*", "default": []}), ("--quantized", MANY), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": list(FIGURES)}), ("--summary", req), ("--png", req), ("--pdf", req)]),
-        ("claims", claims, "the claims table", [("--config-json", req), ("--summary", req), ("--out", req)]),
+        ("claims", claims, "the claims table: estimates, intervals and verdicts of the config's predictions "
+         "(--config-json: {claims, settings}), and the implementation checks",
+         [("--config-json", req), ("--evidence-json", req), ("--summary", req), ("--evaluations", MANY),
+          ("--quantized", MANY), ("--out", req)]),
         ("context", context, "the report context", [("--summary", req), *CONTEXT_FLAGS]),
     ])
 

@@ -129,9 +129,12 @@ rule wq_figure:
 
 
 rule wq_claims:
-    """The claims table: every claim checked against the summary by its stated rule."""
+    """The claims table: each prediction of the config's claims judged on its estimate and 95% interval (paired
+    bootstraps over the test windows, the zero-shot examples or the SLQ probes), and the implementation checks."""
     input:
-        f"{WQ_DIR}/summary.json",
+        summary=f"{WQ_DIR}/summary.json",
+        evaluations=expand(f"{WQ_DIR}/eval/{{run}}.json", run=WQ_RUNS),
+        quantized=expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/winq/{{run}}", run=WQ_RUNS),
     output:
         report(f"{WQ_DIR}/claims.json", caption="report/claims.rst", category="WinQ"),
     log:
@@ -139,9 +142,12 @@ rule wq_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=json_arg(WQ["claims"]),
+        config=json_arg({"claims": WQ["claims"], "settings": list(WQ["settings"])}),
+        evidence=json_arg(CFG["evidence"]),
     shell:
-        "python -m papers.winq claims --config-json {params.thresholds} --summary {input} --out {output} > {log} 2>&1"
+        "python -m papers.winq claims --config-json {params.config} --evidence-json {params.evidence}"
+        " --summary {input.summary} --evaluations {input.evaluations} --quantized {input.quantized} --out {output}"
+        " > {log} 2>&1"
 
 
 rule wq_context:

@@ -77,14 +77,14 @@ def evaluated_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def hessian_row(run: str, cell: Mapping[str, Any]) -> dict[str, Any]:
     """The summary row of one Hessian cell: the run, its bit widths and method, :data:`HESSIAN_FIELDS`, the
-    near-zero threshold, the Hessian's dimension, and the Ritz values and weights of every probe (``nodes``,
-    ``weights``: the figures' densities)."""
+    near-zero threshold, the Hessian's dimension, the probes' seed, and the Ritz values and weights of every probe
+    (``nodes``, ``weights``: the figures' densities and the claims' per-probe statistics)."""
     return {"run": run, "setting": run.rpartition("-")[0], "bits": cell["bits"],
             "activation_bits": cell["activation_bits"], "method": cell["method"],
             **{field: float(cell[field]) for field in HESSIAN_FIELDS},
             "near_zero_threshold": float(cell["near_zero_threshold"]), "parameters": int(cell["parameters"]),
-            "probes": int(cell["probes"]), "steps": int(cell["steps"]), "nodes": cell["nodes"],
-            "weights": cell["weights"], "wall_time_s": float(cell["wall_time_s"])}
+            "probes": int(cell["probes"]), "steps": int(cell["steps"]), "seed": int(cell["seed"]),
+            "nodes": cell["nodes"], "weights": cell["weights"], "wall_time_s": float(cell["wall_time_s"])}
 
 
 def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathLike[str]],

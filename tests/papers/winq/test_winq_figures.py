@@ -6,25 +6,36 @@ import json
 import matplotlib
 import numpy as np
 import pytest
-from winq_testing import PLANTED, build_study, hessian_cell
+import yaml
+from winq_testing import CONFIG, PLANTED, build_study, hessian_cell
 
 matplotlib.use("Agg")
 
 from matplotlib.figure import Figure
 
-from common.report import verify_sha256sums
+from common.report import claim_specs, claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from papers.winq import figures
-from papers.winq.claims import study_claims
+from papers.winq.claims import Evidence, Study, study_claims
 from papers.winq.context import PAPER, build_context, hessian_table, run_table
 from papers.winq.settings import FIGURES
 from papers.winq.study import study_summary
 
 
 @pytest.fixture(scope="module")
-def summary(tmp_path_factory):
-    return study_summary(*build_study(tmp_path_factory.mktemp("runs")))
+def study(tmp_path_factory):
+    return build_study(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def summary(study):
+    return study_summary(*study)
+
+
+@pytest.fixture(scope="module")
+def evaluations(study):
+    return {run: record for run, record in study[2].items() if run != "base"}
 
 
 @pytest.mark.parametrize("figure_id", FIGURES)
@@ -100,9 +111,11 @@ def test_plot_spectra_winq_and_stats(summary, close):
     np.testing.assert_array_equal(largest.lines[1].get_ydata(), [4.0, 8.0])  # WinQ: twice the baseline's
 
 
-def test_context_and_render(summary, tmp_path):
-    claims = [c.to_dict() for c in study_claims(summary, {"speedup_min": 1.0, "improvement_min": 0.0,
-                                                          "ablation_margin": 0.0}, "summary.json")]
+def test_context_and_render(summary, evaluations, tmp_path):
+    study = Study(summary, evaluations, {}, "summary.json", {run: f"{run}.json" for run in evaluations})
+    config = yaml.safe_load(CONFIG.read_text())["winq"]
+    claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
+                                          list(config["settings"])), [])
     pngs = []
     for figure_id in FIGURES:
         png = tmp_path / f"{figure_id}.png"

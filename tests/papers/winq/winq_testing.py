@@ -1,6 +1,7 @@
 """The tiny WinQ training config (helpers of the tests here); the tiny corpus and ``smoke`` base model are
 ``paper_testing.build_tiny_setup``."""
 
+import math
 from pathlib import Path
 
 from common.train import TrainConfig
@@ -41,21 +42,66 @@ def smoke_config():
     return profile_config(yaml.safe_load(CONFIG.read_text())[KEY], "smoke")
 
 
-def evaluation(path, perplexity, cloze=0.5, choice=0.25, examples=EXAMPLES):
-    """A ``common.eval`` record (the parts the study reads)."""
+WINDOWS, WINDOW_TOKENS = 16, 63  # the planted test split: 16 windows of 63 scored tokens
+
+
+def scored_evaluation(path, window_nll, cloze_correct, choice_correct, window_tokens=None):
+    """A ``common.eval`` record (the parts the study and the claims read) whose metrics are those of its per-unit
+    scores: the windows' NLL sums (``WINDOW_TOKENS`` tokens each unless given) and the examples' 0/1 correctness."""
+    window_nll = [float(v) for v in window_nll]
+    tokens = [WINDOW_TOKENS] * len(window_nll) if window_tokens is None else list(window_tokens)
+    ppl = math.exp(math.fsum(window_nll) / sum(tokens))
+    cloze_correct, choice_correct = [int(v) for v in cloze_correct], [int(v) for v in choice_correct]
     return {"model": {"path": path}, "metrics": {
-        "perplexity": {"perplexity": perplexity, "tokens": 4096},
-        "cloze": {"acc": cloze, "examples": examples},
-        "choice": {"acc": choice / 2, "acc_norm": choice, "examples": examples}}}
+        "perplexity": {"perplexity": ppl, "tokens": sum(tokens), "window_nll": window_nll, "window_tokens": tokens},
+        "cloze": {"acc": sum(cloze_correct) / len(cloze_correct), "examples": len(cloze_correct),
+                  "correct": sum(cloze_correct), "example_correct": cloze_correct},
+        "choice": {"acc": sum(choice_correct) / len(choice_correct) / 2, "acc_norm": sum(choice_correct) / len(
+            choice_correct), "examples": len(choice_correct), "correct_norm": sum(choice_correct),
+            "example_correct": choice_correct, "example_correct_norm": choice_correct}}}
 
 
-def hessian_cell(bits, method, *, near_zero, largest, activation_bits=None):
-    """A Hessian cell (the fields the study reads): one probe with Ritz values -largest/2, 0, largest."""
-    return {"bits": bits, "activation_bits": activation_bits, "method": method, "near_zero_mass": near_zero,
-            "negative_mass": (1 - near_zero) / 2, "positive_mass": (1 - near_zero) / 2,
-            "largest_abs_eigenvalue": largest, "near_zero_threshold": 0.01 * largest, "parameters": 1000,
-            "probes": 1, "steps": 3, "nodes": [[-largest / 2, 0.0, largest]],
-            "weights": [[(1 - near_zero) / 2, near_zero, (1 - near_zero) / 2]], "wall_time_s": 1.5}
+def evaluation(path, perplexity, cloze=0.5, choice=0.25, examples=EXAMPLES):
+    """A record of :func:`scored_evaluation` with ``perplexity`` in every window (reported exactly as given) and
+    the first ``cloze`` and ``choice`` fractions of the examples correct."""
+    record = scored_evaluation(path, [WINDOW_TOKENS * math.log(perplexity)] * WINDOWS,
+                               [i < round(cloze * examples) for i in range(examples)],
+                               [i < round(choice * examples) for i in range(examples)])
+    record["metrics"]["perplexity"]["perplexity"] = perplexity
+    return record
+
+
+def hessian_cell(bits, method, *, near_zero, largest, activation_bits=None, probes=2, jitter=0.0):
+    """A Hessian cell (the fields the study reads): ``probes`` probes with Ritz values -largest/2, 0 and
+    ``largest (1 + jitter_p)`` and weights ``(1 - m_p) / 2, m_p, (1 - m_p) / 2`` with ``m_p = near_zero (1 +
+    jitter_p)``, ``jitter_p`` alternating ``+-jitter`` (identical probes by default); the cell's statistics are
+    those of its probes."""
+    signs = [(-1) ** p for p in range(probes)]
+    masses = [near_zero * (1 + jitter * s) for s in signs]
+    nodes = [[-largest / 2, 0.0, largest * (1 + jitter * s)] for s in signs]
+    weights = [[(1 - m) / 2, m, (1 - m) / 2] for m in masses]
+    near = sum(masses) / probes
+    return {"bits": bits, "activation_bits": activation_bits, "method": method, "near_zero_mass": near,
+            "negative_mass": (1 - near) / 2, "positive_mass": (1 - near) / 2,
+            "largest_abs_eigenvalue": max(abs(v) for theta in nodes for v in theta),
+            "near_zero_threshold": 0.01 * largest, "parameters": 1000, "probes": probes, "steps": 3, "seed": 0,
+            "nodes": nodes, "weights": weights, "wall_time_s": 1.5}
+
+
+IN_FEATURES = 128  # the planted checkpoints: one 64 x 128 layer, codes packed by the bit width's field
+
+
+def quantization_config(bits):
+    """The parts of a checkpoint's ``quantization_config.json`` the bits-per-weight check reads: one 64 x 128 layer
+    of ``bits``-bit codes (2 bits per code at 1.58 bits, 4 at 3) and float32 scales per row."""
+    field = {1: 1, 1.58: 2, 2: 2, 3: 4, 4: 4}[bits]
+    return {"recipe": {"weights": {"block_size": "row", "global_scale": None}}, "scale_storage": "float32",
+            "packing": {"codes_per_byte": 8 // field}, "weights": {"layer": {"shape": [64, IN_FEATURES]}}}
+
+
+def planted_bits_per_weight(bits):
+    """The bits per weight of :func:`quantization_config`: the code field + 32 / in_features."""
+    return 8 / quantization_config(bits)["packing"]["codes_per_byte"] + 32 / IN_FEATURES
 
 
 def build_study(directory, config=None, planted=None, hessians=None):
@@ -77,7 +123,7 @@ def build_study(directory, config=None, planted=None, hessians=None):
         curves[name] = path
         evaluations[name] = evaluation(name, test)
         seconds[name] = 2.0
-        bits[name] = 2.25
+        bits[name] = planted_bits_per_weight(run_settings(config, name)["bits"])
     if hessians is None:
         hessians = {}
         for setting in config["study_settings"]:
