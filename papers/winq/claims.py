@@ -120,6 +120,7 @@ def claim_id(prefix: str, setting: str) -> str:
 
 
 def not_testable(spec: ClaimSpec, reason: str, evidence: Sequence[str] = (), detail: str = "") -> Claim:
+    """The row of ``spec`` without an estimate, for ``reason``."""
     return judge(spec, None, reason=reason, evidence=evidence, detail=detail)
 
 
@@ -216,11 +217,8 @@ def speedup(spec: ClaimSpec, study: Study, evidence: Evidence, setting: str) -> 
 
 
 # ------------------------------------------------------------------------------------------------ Hessian spectra
-# statistic -> (transform f of a cell's mean over probes, label)
-SPECTRUM: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "near_zero": (lambda mean: PERCENT * mean, "near-zero mass %"),
-    "largest": (np.log, "ln largest |eigenvalue|"),
-}
+# statistic -> the transform f of a cell's mean over probes: the near-zero mass in percent, ln of the largest
+SPECTRUM: dict[str, Callable[[Any], Any]] = {"near_zero": lambda mean: PERCENT * mean, "largest": np.log}
 
 
 def probe_values(cell: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -245,7 +243,7 @@ def spectrum_columns(cells: Sequence[Mapping[str, Any]], statistic: str) -> dict
 
 def cell_statistic(sums: Sums, run: str, statistic: str, probes: int) -> np.ndarray:
     """``f(S_run / probes)``: the cell's statistic (:data:`SPECTRUM`) from bootstrap sums."""
-    return SPECTRUM[statistic][0](np.asarray(sums[run]) / probes)
+    return SPECTRUM[statistic](np.asarray(sums[run]) / probes)
 
 
 def a16_baselines(study: Study) -> list[Mapping[str, Any]]:
@@ -255,6 +253,7 @@ def a16_baselines(study: Study) -> list[Mapping[str, Any]]:
 
 
 def spectrum_detail(cells: Sequence[Mapping[str, Any]]) -> str:
+    """The cells' near-zero mass and largest |eigenvalue| as reported, for a row's detail."""
     return "; ".join(f"{h['run']}: near-zero {h['near_zero_mass']:.1%}, largest |eigenvalue| "
                      f"{h['largest_abs_eigenvalue']:.4g} ({h['probes']} probes)" for h in cells)
 
@@ -371,6 +370,7 @@ def study_claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidenc
 
 # ------------------------------------------------------------------------------------------ implementation checks
 def _close(a: float, b: float) -> bool:
+    """``a == b`` up to :data:`TOLERANCE` (relative, or absolute near 0)."""
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
 
 
@@ -382,7 +382,7 @@ def paired_units_check(study: Study) -> Check:
     examples = {task: {len(study.evaluation(r)["metrics"][group][field]) for r in runs}
                 for task, (group, field, *_) in TASKS.items()}
     measured = (f"{len(runs)} evaluations: {len(windows)} distinct window layout(s) of "
-                f"{', '.join(str(len(w)) for w in windows)} windows; examples "
+                f"{', '.join(str(n) for n in sorted(len(w) for w in windows))} windows; examples "
                 + ", ".join(f"{task} {sorted(n)}" for task, n in examples.items()))
     return Check("paired_test_units", "every model is scored on the same test windows and zero-shot examples",
                  measured, len(windows) == 1 and all(len(n) == 1 for n in examples.values()),
