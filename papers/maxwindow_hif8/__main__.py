@@ -79,11 +79,17 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from .claims import study_claims
+    from common.report import claim_specs, claims_document
 
-    rows = study_claims(read_json(args.summary), read_json(args.observer_study), json_object(args.config_json),
-                        args.summary, args.observer_study)
-    write_json(args.out, [c.to_dict() for c in rows])
+    from .claims import StudyArtifacts, study_checks, study_claims
+    from .evidence import Bootstrap
+
+    config = json_object(args.config_json)
+    specs = claim_specs(config["claims"], "maxwindow_hif8.claims")
+    settings = Bootstrap.from_dict(json_object(args.evidence_json, "--evidence-json"))
+    study = StudyArtifacts.read(config, args.evaluations, args.logs, args.telemetry)
+    checks = study_checks(study, read_json(args.observer_study), args.observer_study)
+    write_json(args.out, claims_document(study_claims(specs, study, settings), checks))  # a failed check: nothing
 
 
 def context(args: argparse.Namespace) -> None:
@@ -121,8 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]}),
           ("--inputs", many), ("--warmup", {"type": int, "default": 0}), ("--png", req), ("--pdf", req)]),
-        ("claims", claims, "the claims table",
-         [("--config-json", req), ("--summary", req), ("--observer-study", req), ("--out", req)]),
+        ("claims", claims, "the claims table (claims.json: rows, implementation checks, verdict counts)",
+         [("--config-json", req), ("--evidence-json", req), ("--evaluations", many), ("--logs", many),
+          ("--telemetry", many), ("--observer-study", req), ("--out", req)]),
         ("context", context, "the report context",
          [("--summary", req), ("--observer-study", req), *CONTEXT_FLAGS]),
     ])

@@ -1,158 +1,456 @@
-"""The claims table of the Max-Window paper, every verdict computed from the study's summary and the synthetic
-observer cell by the rule stated in the row (``common.report.verdict``: all checks hold = reproduced).
+"""The claims table of the Max-Window paper: per row of ``config.yaml`` ``claims:`` (the prediction, fixed before
+the data) an estimate with its interval, made from the artifacts of the runs compared, and the verdict by the one
+rule of :mod:`common.report.claims`; what holds by construction is an implementation check.
 
-Saturation here is *scale-induced*: a layer-step saturates when the step's amax exceeds the amax its delayed scale
-was predicted from (``overflow`` in the telemetry; the values above the prediction are ``over_range_fraction``).
-With ``max_val = 15`` and HiF8's largest finite value 2^15 the format itself clips nothing until a value reaches
-about 2000x the prediction (``clipped_fraction``), so the claims use the scale-induced definition.
+Statistics (W = ``bf16_warmup_steps``; the recipe is ``max_window-lrlow-wW``; HiF8 models are evaluated after
+checkpoint quantization, BF16 ones as trained):
+
+* relative perplexity change of model ``a`` vs ``b`` on one corpus's test split, ``P_a / P_b - 1`` with
+  ``P = exp(sum_j nll_j / sum_j tokens_j)`` over the evaluation windows ``j`` (:func:`perplexity_change`);
+* relative accuracy drop ``(acc_b - acc_a) / acc_b = 1 - C_a / C_b`` with ``C`` the correct answers over the same
+  examples (cloze ``acc``, choice ``acc_norm``: :func:`accuracy_drop`);
+* training-loss APE ``mean_{t >= W} |L_t - L_t^BF16| / L_t^BF16`` over the steps with HiF8 on (:func:`loss_ape`);
+* the fraction of saturating layer-steps ``f = sum_t o_t / sum_t c_t`` with ``c_t`` the layer-steps of step ``t``
+  with a delayed scale (cold starts excluded) and ``o_t`` those whose amax exceeded the predicted amax
+  (:func:`saturation_fraction`), and the difference ``f_a - f_b`` of two runs on the same steps
+  (:func:`saturation_difference`).
+
+Intervals: the first two by the paired bootstrap over the windows / examples (every model compared was scored on
+the same windows of the same split, and on the same examples); the last two by the circular block bootstrap over
+training steps (:mod:`papers.maxwindow_hif8.evidence`: steps are serially dependent). Each run is one training
+seed, so no interval holds seed-to-seed variation; every method string says so. The statistics take the artifacts
+of the runs they compare (:class:`StudyArtifacts`), so that seeds (issue 14) can pair them seed by seed.
+
+Saturation is *scale-induced*: a layer-step saturates when its amax exceeds the amax its delayed scale was predicted
+from (``overflow`` in the telemetry). With ``max_val = 15`` and HiF8's largest finite value 2^15 the format itself
+clips nothing until a value reaches about 2000x the prediction.
+
+Implementation checks (:func:`study_checks`): the synthetic observer study's exact properties, the telemetry's
+accounting for every layer, role and step, the pairing of the evaluations and the per-unit scores adding up to the
+recorded metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from common.analysis.observer_study import TRACE_OPTIONS
-from common.report import Claim, checked_claim
+from common.io import read_json
+from common.observers import make_observer
+from common.qat import ROLES
+from common.report import Check, Claim, ClaimSpec, judge
+from common.uncertainty import Estimate, log_perplexity, perplexity_columns, resample_counts
 
-from .study import ACCURACIES, all_rows, recipe_row, row_of
+from .evidence import Bootstrap
+from .settings import run_names, run_settings
+from .study import read_losses, read_telemetry
 
-PRETRAIN = "pretrain_perplexity"
-
-
-def _pct(value: float) -> str:
-    return f"{value:+.2%}"
-
-
-def _worst_role(saturation: Mapping[str, Mapping[str, float]]) -> tuple[str, float]:
-    role = max(saturation, key=lambda r: saturation[r]["overflow_rate"])
-    return role, saturation[role]["overflow_rate"]
-
-
-def loss_hides_saturation(summary: Mapping[str, Any], thresholds: Mapping[str, float],
-                          evidence: Sequence[str]) -> Claim:
-    low = [r for r in all_rows(summary, rate="low") if r["observer"] is not None]
-    saturating = [r for r in low if any(s["overflow_rate"] > 0 for s in r["saturation"].values())]
-    limit = thresholds["loss_ape_max"]
-    checks = [bool(saturating), *(r["loss_ape"] <= limit for r in saturating)]
-    parts = []
-    for r in saturating:
-        role, rate = _worst_role(r["saturation"])
-        parts.append(f"{r['run']}: APE {r['loss_ape']:.2%}, {rate:.0%} of {role} layer-steps saturate")
-    measured = "; ".join(parts) if parts else "no low-learning-rate QAT run saturates"
-    return checked_claim(
-        "loss_hides_saturation", "The training loss hides amax saturation: the loss APE vs BF16 stays small in runs "
-        "whose delayed scales saturate", "training-loss APE 0.11% over 10k steps while saturation and forgetting "
-        "show only downstream", measured, checks,
-        f"At the low learning rate (the paper's APE setting), at least one QAT run saturates (a layer-step's amax "
-        f"above its predicted amax) and every saturating run's loss APE (mean over the HiF8 steps) is <= "
-        f"{limit:.2%}.", evidence)
+ONE_SEED = "; one training seed per model: evaluation sampling only, not seed-to-seed variation"
+ONE_RUN = "; one training seed per run: variation along its trajectory, not seed-to-seed variation"
+TASK_FIELDS = {"cloze": ("example_correct", "correct"), "choice": ("example_correct_norm", "correct_norm")}
+PRECISIONS = {"hif8": "HiF8", "bf16": "BF16"}
+CORPORA = ("pretrain", "shift")
+RELATIVE_TOLERANCE = 1e-9  # a metric recomputed from its per-unit scores (float sums in another order)
 
 
-def max_window_no_recurring_saturation(summary: Mapping[str, Any], cell: Mapping[str, Any],
-                                       evidence: Sequence[str]) -> Claim:
-    synthetic = {r["observer"]: r for r in cell["rows"] if r["kind"] == "spikes"}
-    checks, parts = [], []
-    if {"max_window", "most_recent"} <= set(synthetic):
-        mw, mr = synthetic["max_window"], synthetic["most_recent"]
-        checks += [mw["recurring_spike_saturations"] == 0, mr["spike_saturations"] == mr["spike_count"]]
-        parts.append(f"synthetic spikes every {TRACE_OPTIONS['spikes']['period']} steps: max_window saturates at "
-                     f"{mw['spike_saturations']} of {mw['spike_count']} spikes ({mw['recurring_spike_saturations']} "
-                     f"after the first), most_recent at {mr['spike_saturations']}")
-    warmup = summary["warmup_steps"]
-    runs = {r["observer"]: r for r in all_rows(summary, rate="low", warmup_steps=warmup)}
-    if {"max_window", "most_recent"} <= set(runs):
-        mw, mr = runs["max_window"]["saturation"], runs["most_recent"]["saturation"]
-        for role in sorted(set(mw) & set(mr)):
-            checks.append(mw[role]["overflow_rate"] <= mr[role]["overflow_rate"])
-        parts.append("training (low lr, warmup): saturating layer-steps max_window vs most_recent "
-                     + ", ".join(f"{role} {mw[role]['overflow_rate']:.1%} vs {mr[role]['overflow_rate']:.1%}"
-                                 for role in sorted(set(mw) & set(mr))))
-    return checked_claim(
-        "max_window_no_recurring_saturation", "max_window has no scale-induced saturation at spikes recurring within "
-        "its window, while most_recent (one-step lag) saturates at every spike",
-        "most_recent saturates; max_window guarantees no scale-induced saturation within its window",
-        "; ".join(parts) or "no max_window / most_recent results", checks,
-        "On the synthetic trace with equal spikes recurring within the window, max_window saturates at no spike after "
-        "the first and most_recent at every spike; and in training (low learning rate, with warmup) max_window's "
-        "fraction of saturating layer-steps is <= most_recent's for every tensor role.", evidence)
+class NotTestableError(Exception):
+    """No estimate at this scale; the message is the reason the row states."""
 
 
-def high_lr_forgets(summary: Mapping[str, Any], thresholds: Mapping[str, float], evidence: Sequence[str]) -> Claim:
-    minimum, retention = thresholds["forgetting_min"], thresholds["retention_max"]
-    pairs = []
-    for high in all_rows(summary, rate="high"):
-        name = high["run"].replace("-lrhigh", "-lrlow")
-        pairs.append((high, row_of(summary, name)))
-    rises = {high["run"]: high["metrics"][PRETRAIN] / low["metrics"][PRETRAIN] - 1 for high, low in pairs}
-    bf16 = rises.pop("bf16-lrhigh")
-    base = summary["base"][PRETRAIN]
-    low_bf16, high_bf16 = row_of(summary, "bf16-lrlow"), row_of(summary, "bf16-lrhigh")
-    kept = low_bf16["metrics"][PRETRAIN] / base - 1
-    measured = (f"BF16 pretraining-corpus perplexity {high_bf16['metrics'][PRETRAIN]:.1f} at the high vs "
-                f"{low_bf16['metrics'][PRETRAIN]:.1f} at the low learning rate ({_pct(bf16)}), {base:.1f} before "
-                f"continual pretraining (low: {_pct(kept)}); HiF8 runs, high vs low: {_pct(min(rises.values()))} to "
-                f"{_pct(max(rises.values()))}")
-    checks = [bf16 >= minimum, *(rise >= minimum for rise in rises.values()), kept <= retention]
-    return checked_claim(
-        "high_lr_forgets", "A high learning rate forgets the pretraining distribution with or without quantization; "
-        "the low one keeps it", "lr 1e-4 vs 1e-5: MMLU 26.66 vs 43.36 in BF16; HiF8 (CTS 26.13, max 26.73) no better",
-        measured, checks,
-        f"The pretraining-corpus perplexity at the high learning rate exceeds the same run's at the low learning "
-        f"rate by >= {minimum:.0%}, for the BF16 baseline and for every HiF8 run (same observer and warmup); and the "
-        f"BF16 baseline at the low learning rate stays within +{retention:.0%} of the base model's.", evidence)
+@dataclass(frozen=True)
+class Artifact:
+    """One artifact a claim reads: its ``path`` (the row's evidence) and its parsed ``data``."""
+
+    path: str
+    data: Any
 
 
-def recipe_drop(summary: Mapping[str, Any], thresholds: Mapping[str, float], evidence: Sequence[str]) -> Claim:
-    recipe, limit, k = recipe_row(summary), thresholds["recipe_drop_max"], thresholds["standard_errors"]
-    reference = row_of(summary, "bf16-lrlow")["metrics"]
-    checks = [recipe["drop"][PRETRAIN] <= limit]
-    parts = [f"pretraining-corpus perplexity {_pct(recipe['drop'][PRETRAIN])}"]
-    for metric in ACCURACIES:
-        drop = recipe["drop"][metric]
-        difference = reference[metric] - recipe["metrics"][metric]
-        se = (reference[f"{metric}_se"] ** 2 + recipe["metrics"][f"{metric}_se"] ** 2) ** 0.5
-        checks.append((drop is not None and drop <= limit) or difference <= k * se)
-        parts.append(f"{metric} {recipe['metrics'][metric]:.3f} vs {reference[metric]:.3f} "
-                     f"(drop {'undefined' if drop is None else _pct(drop)}, "
-                     f"{difference / se if se else 0.0:+.1f} SE)")
-    return checked_claim(
-        "recipe_drop", f"The recipe ({recipe['run']}: max_window, BF16 warmup, low learning rate) is near-lossless vs "
-        "BF16 training at the same learning rate", "relative drop 0.43% MMLU, 0.58% HellaSwag, 0.22% ARC-C (1.06% "
-        "ARC-E)", "; ".join(parts), checks,
-        f"The HiF8 recipe model's relative drop vs the BF16 baseline is <= {limit:.1%} in pretraining-corpus "
-        f"perplexity, and for each zero-shot accuracy either <= {limit:.1%} or the accuracy difference is within "
-        f"{k:g} standard errors (binomial, independent).", evidence)
+@dataclass(frozen=True)
+class StudyArtifacts:
+    """The artifacts of the runs of the grid ``config`` (``settings.run_names``): evaluation records by
+    ``"<precision>/<run>/<role>"`` (run ``base``: the model before continual pretraining), training losses
+    ``{step: loss}`` by run, telemetry rows and ``saturation.json`` by run (:func:`telemetry_runs` only). One
+    artifact per run: one seed."""
+
+    config: Mapping[str, Any]
+    evaluations: Mapping[str, Artifact]
+    losses: Mapping[str, Artifact]
+    telemetry: Mapping[str, Artifact]
+    saturation: Mapping[str, Artifact]
+
+    @classmethod
+    def read(cls, config: Mapping[str, Any], evaluations: Iterable[str], logs: Iterable[str],
+             telemetry: Iterable[str]) -> StudyArtifacts:
+        """Read the artifacts from their paths (layout in ``papers/maxwindow_hif8/__main__.py``): evaluations at
+        ``.../<precision>/<run>/<role>.json``, logs and telemetry in ``.../<run>/``, each run's ``saturation.json``
+        beside its telemetry; of the telemetry only :func:`telemetry_runs`'s is read."""
+        wanted = telemetry_runs(config)
+        tables: dict[str, dict[str, Artifact]] = {"evaluations": {}, "losses": {}, "telemetry": {}, "saturation": {}}
+        for path in evaluations:
+            tables["evaluations"]["/".join(Path(path).with_suffix("").parts[-3:])] = Artifact(path, read_json(path))
+        for path in logs:
+            tables["losses"][Path(path).parent.name] = Artifact(path, read_losses(path))
+        for path in telemetry:
+            run = Path(path).parent.name
+            if run in wanted:
+                summary = str(Path(path).with_name("saturation.json"))
+                tables["telemetry"][run] = Artifact(path, read_telemetry(path))
+                tables["saturation"][run] = Artifact(summary, read_json(summary))
+        return cls(config, **tables)
+
+    def _get(self, table: Mapping[str, Artifact], key: str, run: str, what: str) -> Artifact:
+        if run != "base" and run not in run_names(self.config):
+            observers = ", ".join(self.config["observers"])
+            raise NotTestableError(f"this profile trains no run {run!r} (observers: {observers})")
+        if key not in table:
+            raise ValueError(f"run {run!r} has no {what} ({key!r} not among the artifacts read)")
+        return table[key]
+
+    def evaluation(self, precision: str, run: str, role: str) -> Artifact:
+        """The evaluation record of ``run`` at ``precision`` on corpus ``role`` (NotTestableError: not in the grid)."""
+        return self._get(self.evaluations, f"{precision}/{run}/{role}", run, "evaluation")
+
+    def log(self, run: str) -> Artifact:
+        """The training losses of ``run``."""
+        return self._get(self.losses, run, run, "training log")
+
+    def run_telemetry(self, run: str) -> Artifact:
+        """The telemetry rows of ``run``."""
+        return self._get(self.telemetry, run, run, "telemetry")
 
 
-def neither_fix_alone(summary: Mapping[str, Any], thresholds: Mapping[str, float],
-                      evidence: Sequence[str]) -> Claim:
-    recipe, margin = recipe_row(summary), thresholds["min_effect"]
-    warmup = summary["warmup_steps"]
-    ablations = {"without the low learning rate": f"max_window-lrhigh-w{warmup}",
-                 "without max_window": f"most_recent-lrlow-w{warmup}",
-                 "without the BF16 warmup": "max_window-lrlow-w0"}
-    checks, parts = [], []
-    for label, name in ablations.items():
-        other = row_of(summary, name)
-        checks.append(other["drop_vs_low_rate_bf16"][PRETRAIN] - recipe["drop"][PRETRAIN] >= margin)
-        parts.append(f"{label} ({name}) {_pct(other['drop_vs_low_rate_bf16'][PRETRAIN])}")
-    measured = (f"pretraining-corpus perplexity vs low-lr BF16: recipe {_pct(recipe['drop'][PRETRAIN])}; "
-                + "; ".join(parts))
-    return checked_claim(
-        "neither_fix_alone", "Neither fix alone suffices: dropping any part of the recipe makes it worse",
-        "max_window at lr 1e-4 still loses ~3% on ARC; the recipe needs max_window, warmup and lr 1e-5", measured,
-        checks, f"Each ablation's relative rise in pretraining-corpus perplexity vs the low-learning-rate BF16 "
-        f"baseline exceeds the recipe's by >= {margin:.1%} (a smaller difference is no effect): max_window at the high "
-        f"learning rate, most_recent instead of max_window, and no BF16 warmup.", evidence)
+def telemetry_runs(config: Mapping[str, Any]) -> list[str]:
+    """The runs whose telemetry the claims read: most_recent and max_window at the low rate with warmup."""
+    warmup = config["bf16_warmup_steps"]
+    grid = run_names(config)
+    return [run for run in (f"most_recent-lrlow-w{warmup}", f"max_window-lrlow-w{warmup}") if run in grid]
 
 
-def study_claims(summary: Mapping[str, Any], cell: Mapping[str, Any], thresholds: Mapping[str, float],
-                 summary_path: str, cell_path: str) -> list[Claim]:
-    """Every claim of the paper, in the report's order."""
-    both = [summary_path, cell_path]
-    return [loss_hides_saturation(summary, thresholds, [summary_path]),
-            max_window_no_recurring_saturation(summary, cell, both),
-            high_lr_forgets(summary, thresholds, [summary_path]),
-            recipe_drop(summary, thresholds, [summary_path]),
-            neither_fix_alone(summary, thresholds, [summary_path])]
+# --- statistics -----------------------------------------------------------------------------------------------
+
+
+def perplexity_change(treated: Mapping[str, Any], reference: Mapping[str, Any], settings: Bootstrap) -> Estimate:
+    """``P_a / P_b - 1 = exp(S_nll^a / S_tok^a - S_nll^b / S_tok^b) - 1`` from two perplexity metric groups
+    (``window_nll``, ``window_tokens``) scored on the same windows (ValueError otherwise), by the paired bootstrap
+    over the windows."""
+    if list(treated["window_tokens"]) != list(reference["window_tokens"]):
+        raise ValueError(f"perplexities scored on different windows ({len(treated['window_tokens'])} vs "
+                         f"{len(reference['window_tokens'])} windows, or other token counts): no pairing")
+    columns = (perplexity_columns("a", treated["window_nll"], treated["window_tokens"])
+               | perplexity_columns("b", reference["window_nll"], reference["window_tokens"]))
+    return settings.paired(columns, lambda s: np.expm1(log_perplexity(s, "a") - log_perplexity(s, "b")),
+                           "evaluation windows")
+
+
+def accuracy_drop(treated: Sequence[int], reference: Sequence[int], settings: Bootstrap) -> Estimate:
+    """``1 - C_a / C_b`` (the relative accuracy drop) from per-example correctness (0/1) on the same examples, by
+    the paired bootstrap over the examples. NotTestableError when some resample holds none of the reference's correct
+    answers (the drop is undefined there), e.g. a tiny model answering almost nothing."""
+    a, b = np.asarray(treated, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"accuracies on different examples: {a.shape} vs {b.shape}")
+    if (resample_counts(b.size, settings.resamples, settings.seed) @ b).min() == 0:
+        raise NotTestableError(f"the reference answers {int(b.sum())} of {b.size} examples correctly and some "
+                               "bootstrap resamples hold none of them: a relative drop is undefined there")
+    return settings.paired({"a": a, "b": b}, lambda s: 1 - s["a"] / s["b"], "examples")
+
+
+def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int, settings: Bootstrap
+             ) -> Estimate:
+    """``mean_t |L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have (the same as
+    ``study.loss_ape``), by the circular block bootstrap over those steps."""
+    steps = sorted(t for t in losses if t >= start and t in reference)
+    if not steps:
+        raise ValueError(f"no common training step at or after step {start}")
+    errors = [abs(losses[t] - reference[t]) / reference[t] for t in steps]
+    return settings.blocks({"error": errors, "steps": np.ones(len(steps))}, lambda s: s["error"] / s["steps"],
+                           "training steps")
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """Per step with a delayed scale, ascending: ``calls`` (layer-steps, cold starts excluded) and ``saturating``
+    (those whose amax exceeded the predicted amax)."""
+
+    steps: np.ndarray
+    saturating: np.ndarray
+    calls: np.ndarray
+
+
+def step_counts(rows: Iterable[Mapping[str, Any]], roles: Iterable[str] = ROLES) -> StepCounts:
+    """The :class:`StepCounts` of telemetry rows of ``roles`` (ValueError if none has a delayed scale)."""
+    wanted = set(roles)
+    saturating: dict[int, int] = {}
+    calls: dict[int, int] = {}
+    for row in rows:
+        if row["role"] in wanted and not row["cold_start"]:
+            calls[row["step"]] = calls.get(row["step"], 0) + 1
+            saturating[row["step"]] = saturating.get(row["step"], 0) + bool(row["overflow"])
+    if not calls:
+        raise ValueError(f"no telemetry row of roles {sorted(wanted)} with a delayed scale")
+    steps = sorted(calls)
+    return StepCounts(np.array(steps), np.array([saturating[t] for t in steps], dtype=np.float64),
+                      np.array([calls[t] for t in steps], dtype=np.float64))
+
+
+def saturation_fraction(counts: StepCounts, settings: Bootstrap) -> Estimate:
+    """``sum_t o_t / sum_t c_t`` by the circular block bootstrap over the steps."""
+    return settings.blocks({"o": counts.saturating, "c": counts.calls}, lambda s: s["o"] / s["c"], "HiF8 steps")
+
+
+def saturation_difference(treated: StepCounts, reference: StepCounts, settings: Bootstrap) -> Estimate:
+    """``f_a - f_b`` of two runs on the same steps (ValueError otherwise), by the circular block bootstrap over the
+    steps, the same blocks for both runs."""
+    if not np.array_equal(treated.steps, reference.steps):
+        raise ValueError(f"saturation counted on different steps ({treated.steps.tolist()} vs "
+                         f"{reference.steps.tolist()}): no pairing")
+    columns = {"oa": treated.saturating, "ca": treated.calls, "ob": reference.saturating, "cb": reference.calls}
+    return settings.blocks(columns, lambda s: s["oa"] / s["ca"] - s["ob"] / s["cb"], "HiF8 steps")
+
+
+# --- rows -----------------------------------------------------------------------------------------------------
+
+Model = tuple[str, str]  # (precision, run)
+
+
+def _label(model: Model) -> str:
+    precision, run = model
+    return "the base model" if run == "base" else f"{run} ({PRECISIONS[precision]})"
+
+
+def _row(spec: ClaimSpec, read: Callable[[], Sequence[Artifact]], measure: Callable[..., tuple[Estimate, str]],
+         note: str) -> Claim:
+    """The row of ``spec``: ``read()`` the artifacts, ``measure(*their data)`` the estimate and its detail; either
+    may raise :class:`NotTestableError` (the row keeps the reason); ``note`` extends the method string."""
+    try:
+        artifacts = read()
+    except NotTestableError as reason:
+        return judge(spec, None, reason=str(reason))
+    evidence = [a.path for a in artifacts]
+    try:
+        estimate, detail = measure(*(a.data for a in artifacts))
+    except NotTestableError as reason:
+        return judge(spec, None, reason=str(reason), evidence=evidence)
+    return judge(spec, replace(estimate, method=estimate.method + note), detail=detail, evidence=evidence)
+
+
+def perplexity_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, treated: Model,
+                     reference: Model, corpus: str) -> Claim:
+    """Row: :func:`perplexity_change` of ``treated`` vs ``reference`` on ``corpus`` (``pretrain`` or ``shift``)."""
+    def measure(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Estimate, str]:
+        ga, gb = a["metrics"]["perplexity"], b["metrics"]["perplexity"]
+        detail = (f"perplexity {ga['perplexity']:.4g} for {_label(treated)} vs {gb['perplexity']:.4g} for "
+                  f"{_label(reference)} on the {corpus} corpus's test split ({len(ga['window_tokens'])} windows, "
+                  f"{sum(ga['window_tokens'])} tokens)")
+        return perplexity_change(ga, gb, settings), detail
+
+    return _row(spec, lambda: [study.evaluation(*treated, corpus), study.evaluation(*reference, corpus)], measure,
+                ONE_SEED)
+
+
+def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, treated: Model,
+                   reference: Model, task: str) -> Claim:
+    """Row: :func:`accuracy_drop` of ``treated`` vs ``reference`` on zero-shot ``task`` (``cloze``: acc,
+    ``choice``: acc_norm) of the pretraining corpus."""
+    field = TASK_FIELDS[task][0]
+
+    def measure(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Estimate, str]:
+        ca, cb = a["metrics"][task][field], b["metrics"][task][field]
+        detail = (f"{task} {field}: {sum(ca)} of {len(ca)} for {_label(treated)} vs {sum(cb)} of {len(cb)} for "
+                  f"{_label(reference)}")
+        return accuracy_drop(ca, cb, settings), detail
+
+    return _row(spec, lambda: [study.evaluation(*treated, "pretrain"), study.evaluation(*reference, "pretrain")],
+                measure, ONE_SEED)
+
+
+def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str, reference: str
+                   ) -> Claim:
+    """Row: :func:`loss_ape` of ``run`` vs ``reference`` over the steps from ``run``'s warmup on."""
+    def measure(losses: Mapping[int, float], base: Mapping[int, float]) -> tuple[Estimate, str]:
+        start = run_settings(study.config, run)["warmup_steps"]
+        estimate = loss_ape(losses, base, start, settings)
+        steps = [t for t in losses if t >= start and t in base]
+        return estimate, (f"training loss of {run} vs {reference} at steps {min(steps)}..{max(steps)}: final "
+                          f"{losses[max(steps)]:.4f} vs {base[max(steps)]:.4f}")
+
+    return _row(spec, lambda: [study.log(run), study.log(reference)], measure, ONE_RUN)
+
+
+def saturation_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str) -> Claim:
+    """Row: :func:`saturation_fraction` of ``run`` over every tensor role."""
+    def measure(rows: Sequence[Mapping[str, Any]]) -> tuple[Estimate, str]:
+        counts = step_counts(rows)
+        return saturation_fraction(counts, settings), (
+            f"{run}: {int(counts.saturating.sum())} of {int(counts.calls.sum())} layer-steps saturate "
+            f"(steps {counts.steps[0]}..{counts.steps[-1]}, roles {', '.join(ROLES)})")
+
+    return _row(spec, lambda: [study.run_telemetry(run)], measure, ONE_RUN)
+
+
+def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str,
+                                reference: str, role: str) -> Claim:
+    """Row: :func:`saturation_difference` of ``run`` minus ``reference`` for tensor ``role``."""
+    def measure(rows: Sequence[Mapping[str, Any]], other: Sequence[Mapping[str, Any]]) -> tuple[Estimate, str]:
+        a, b = step_counts(rows, [role]), step_counts(other, [role])
+        return saturation_difference(a, b, settings), (
+            f"saturating {role} layer-steps: {int(a.saturating.sum())} of {int(a.calls.sum())} for {run} vs "
+            f"{int(b.saturating.sum())} of {int(b.calls.sum())} for {reference}")
+
+    return _row(spec, lambda: [study.run_telemetry(run), study.run_telemetry(reference)], measure, ONE_RUN)
+
+
+Row = Callable[[ClaimSpec, StudyArtifacts, Bootstrap], Claim]
+
+
+def claim_rows(warmup: int) -> dict[str, Row]:
+    """The computation of every claim id of ``config.yaml`` (``warmup`` = ``bf16_warmup_steps``)."""
+    recipe, most_recent = ("hif8", f"max_window-lrlow-w{warmup}"), ("hif8", f"most_recent-lrlow-w{warmup}")
+    bf16_low, bf16_high = ("bf16", "bf16-lrlow"), ("bf16", "bf16-lrhigh")
+    pretrain = partial(perplexity_claim, corpus="pretrain")
+    return {
+        "most_recent_saturates": partial(saturation_claim, run=most_recent[1]),
+        "saturating_loss_ape": partial(loss_ape_claim, run=most_recent[1], reference=bf16_low[1]),
+        **{f"max_window_saturates_less_{role}": partial(saturation_difference_claim, run=recipe[1],
+                                                         reference=most_recent[1], role=role) for role in ROLES},
+        "recipe_loss_ape": partial(loss_ape_claim, run=recipe[1], reference=bf16_low[1]),
+        "recipe_pretrain_perplexity": partial(pretrain, treated=recipe, reference=bf16_low),
+        "recipe_shift_perplexity": partial(perplexity_claim, treated=recipe, reference=bf16_low, corpus="shift"),
+        "recipe_cloze_acc": partial(accuracy_claim, treated=recipe, reference=bf16_low, task="cloze"),
+        "recipe_choice_acc_norm": partial(accuracy_claim, treated=recipe, reference=bf16_low, task="choice"),
+        "forgets_bf16": partial(pretrain, treated=bf16_high, reference=bf16_low),
+        "forgets_current": partial(pretrain, treated=("hif8", f"current-lrhigh-w{warmup}"),
+                                   reference=("hif8", f"current-lrlow-w{warmup}")),
+        "forgets_bf16_cloze": partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="cloze"),
+        "forgets_bf16_choice": partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="choice"),
+        "low_lr_keeps_pretraining": partial(pretrain, treated=bf16_low, reference=("bf16", "base")),
+        "ablation_high_lr": partial(pretrain, treated=("hif8", f"max_window-lrhigh-w{warmup}"), reference=recipe),
+        "ablation_most_recent": partial(pretrain, treated=most_recent, reference=recipe),
+        "ablation_no_warmup": partial(pretrain, treated=("hif8", "max_window-lrlow-w0"), reference=recipe),
+    }
+
+
+def study_claims(specs: Mapping[str, ClaimSpec], study: StudyArtifacts, settings: Bootstrap) -> list[Claim]:
+    """Every row, in the order of ``specs`` (``claim_specs(config["claims"])``); ValueError naming a spec without a
+    computation or a computation without a spec."""
+    rows = claim_rows(study.config["bf16_warmup_steps"])
+    unknown, missing = [c for c in specs if c not in rows], [c for c in rows if c not in specs]
+    if unknown or missing:
+        raise ValueError(f"maxwindow_hif8.claims: no computation for {unknown or 'nothing'}, no spec for "
+                         f"{missing or 'nothing'}")
+    return [rows[cid](spec, study, settings) for cid, spec in specs.items()]
+
+
+# --- implementation checks ------------------------------------------------------------------------------------
+
+
+def observer_checks(cell: Mapping[str, Any], path: str) -> list[Check]:
+    """The synthetic observer study's exact properties (``path``: its artifact): on equal spikes every ``period``
+    steps, most_recent saturates at every spike and max_window at none after the first when ``period <= window``
+    (the premise of the guarantee); current never saturates on any trace."""
+    spikes = {row["observer"]: row for row in cell["rows"] if row["kind"] == "spikes"}
+    period = TRACE_OPTIONS["spikes"]["period"]
+    window = make_observer("max_window", **cell["observer_options"].get("max_window", {})).window
+    mr, mw = spikes["most_recent"], spikes["max_window"]
+    checks = [Check("synthetic_most_recent_every_spike",
+                    f"most_recent (one-step lag) saturates at every equal spike recurring every {period} steps",
+                    f"{mr['spike_saturations']} of {mr['spike_count']} spikes", mr["spike_saturations"] ==
+                    mr["spike_count"], (path,))]
+    if period <= window:
+        recurring = mw["recurring_spike_saturations"]
+        checks.append(Check("synthetic_max_window_no_recurring_saturation",
+                            f"max_window (window {window}) saturates at no spike after the first when equal spikes "
+                            f"recur every {period} steps",
+                            f"{recurring} of {max(mw['spike_count'] - 1, 0)} spikes after the first", recurring == 0,
+                            (path,)))
+    current = {row["kind"]: row["saturation_events"] for row in cell["rows"] if row["observer"] == "current"}
+    checks.append(Check("synthetic_current_never_saturates", "current tensor scaling (the step's own amax) "
+                        "saturates on no trace", ", ".join(f"{k} {v}" for k, v in current.items()),
+                        not any(current.values()), (path,)))
+    return checks
+
+
+def telemetry_check(run: str, telemetry: Artifact, saturation: Artifact, warmup: int, steps: int) -> Check:
+    """``run``'s telemetry accounts for every layer, role and HiF8 step: each (layer, role) exactly once at every
+    step ``warmup .. steps - 1``, cold starts exactly at ``warmup``, and ``saturation.json`` counts the same calls
+    and saturations per role."""
+    rows = telemetry.data
+    expected = list(range(warmup, steps))
+    seen: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        seen.setdefault((row["layer"], row["role"]), []).append(row["step"])
+    roles = sorted({role for _, role in seen})
+    layers = sorted({layer for layer, _ in seen})
+    complete = roles == sorted(ROLES) and all(sorted(seen.get((layer, role), [])) == expected
+                                              for layer in layers for role in roles)
+    cold = sorted({row["step"] for row in rows if row["cold_start"]})
+    agree = set(saturation.data) == set(ROLES)
+    for role in ROLES:
+        mine = [row for row in rows if row["role"] == role and not row["cold_start"]]
+        rate = sum(row["overflow"] for row in mine) / len(mine) if mine else 0.0
+        summary = saturation.data.get(role, {})
+        agree = agree and summary.get("calls") == len(mine) and summary.get("overflow_rate") == rate
+    measured = (f"{len(rows)} rows = {len(layers)} layers x {len(roles)} roles x steps "
+                f"{min(r['step'] for r in rows) if rows else '-'}..{max(r['step'] for r in rows) if rows else '-'} "
+                f"(expected {warmup}..{steps - 1}); cold starts at steps {cold}; saturation.json "
+                f"{'agrees' if agree else 'disagrees'}")
+    return Check(f"telemetry_accounts_{run.replace('-', '_')}", f"{run}'s telemetry has every layer, role and HiF8 "
+                 "step once, cold starts at the warmup step only, and saturation.json counts the same", measured,
+                 complete and cold == [warmup] and agree, (telemetry.path, saturation.path))
+
+
+def pairing_checks(evaluations: Mapping[str, Artifact]) -> list[Check]:
+    """Every model compared was scored on the same windows of each corpus and on the same number of zero-shot
+    examples of each task (the pairing of the bootstrap)."""
+    checks = []
+    for corpus in CORPORA:
+        records = {k: a for k, a in evaluations.items() if k.endswith(f"/{corpus}")}
+        windows = {tuple(a.data["metrics"]["perplexity"]["window_tokens"]) for a in records.values()}
+        checks.append(Check(f"same_windows_{corpus}", f"every model is scored on the same windows of the {corpus} "
+                            "corpus's test split", f"{len(records)} records, {len(windows)} distinct window lists "
+                            f"({', '.join(f'{len(w)} windows' for w in sorted(windows))})", len(windows) == 1,
+                            tuple(a.path for a in records.values())))
+    pretrain = {k: a for k, a in evaluations.items() if k.endswith("/pretrain")}
+    for task, (field, _) in TASK_FIELDS.items():
+        sizes = {len(a.data["metrics"][task][field]) for a in pretrain.values()}
+        checks.append(Check(f"same_examples_{task}", f"every model answers the same number of {task} examples",
+                            f"{len(pretrain)} records, example counts {sorted(sizes)}", len(sizes) == 1,
+                            tuple(a.path for a in pretrain.values())))
+    return checks
+
+
+def unit_score_check(evaluations: Mapping[str, Artifact]) -> Check:
+    """The per-unit scores the bootstrap resamples make the recorded metrics: ``exp(sum nll / sum tokens)`` is the
+    perplexity (relative tolerance :data:`RELATIVE_TOLERANCE`) and the tokens add up, per-example correctness adds
+    up to the correct counts."""
+    wrong = []
+    for key, artifact in sorted(evaluations.items()):
+        metrics = artifact.data["metrics"]
+        ppl = metrics["perplexity"]
+        tokens = sum(ppl["window_tokens"])
+        value = math.exp(math.fsum(ppl["window_nll"]) / tokens) if tokens else math.nan
+        if tokens != ppl["tokens"] or not math.isclose(value, ppl["perplexity"], rel_tol=RELATIVE_TOLERANCE):
+            wrong.append(f"{key} perplexity {ppl['perplexity']:.10g} vs {value:.10g} from {tokens} window tokens "
+                         f"(recorded {ppl['tokens']})")
+        for task, (field, total) in TASK_FIELDS.items():
+            if task in metrics and sum(metrics[task][field]) != metrics[task][total]:
+                wrong.append(f"{key} {task} {total} {metrics[task][total]} vs {sum(metrics[task][field])}")
+    return Check("unit_scores_make_the_metrics", "the per-window and per-example scores add up to every recorded "
+                 "perplexity and correct count", "; ".join(wrong) or f"{len(evaluations)} records agree", not wrong,
+                 tuple(a.path for _, a in sorted(evaluations.items())))
+
+
+def study_checks(study: StudyArtifacts, cell: Mapping[str, Any], cell_path: str) -> list[Check]:
+    """Every implementation check of the study (module docstring)."""
+    warmup, steps = study.config["bf16_warmup_steps"], study.config["train"]["max_steps"]
+    telemetry = [telemetry_check(run, study.run_telemetry(run), study.saturation[run], warmup, steps)
+                 for run in telemetry_runs(study.config)]
+    return [*observer_checks(cell, cell_path), *telemetry, *pairing_checks(study.evaluations),
+            unit_score_check(study.evaluations)]

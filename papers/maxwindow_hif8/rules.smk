@@ -169,9 +169,14 @@ rule mw_figure_observer_study:
 
 
 rule mw_claims:
-    """The claims table: every claim checked against the summary and the observer study by its stated rule."""
+    """The claims table: every row's estimate and interval from the evaluations (paired bootstrap over windows and
+    examples), the training logs and the telemetry (block bootstrap over steps), its verdict by the shared rule,
+    and the implementation checks (a failed one stops the build)."""
     input:
-        summary=f"{MW_DIR}/summary.json",
+        evaluations=MW_EVALUATIONS,
+        logs=mw_run_files("train_log.csv"),
+        telemetry=mw_run_files("telemetry.csv"),
+        saturation=mw_run_files("saturation.json"),
         observers=f"{MW_DIR}/observer_study.json",
     output:
         report(f"{MW_DIR}/claims.json", caption="report/claims.rst", category="Max-Window HiF8"),
@@ -180,9 +185,16 @@ rule mw_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=json_arg(MW["claims"]),
+        config=json_arg(
+            {
+                k: MW[k]
+                for k in ("observers", "observer_options", "learning_rates", "bf16_warmup_steps", "train", "claims")
+            }
+        ),
+        evidence=json_arg(CFG["evidence"]),
     shell:
-        "python -m papers.maxwindow_hif8 claims --config-json {params.thresholds} --summary {input.summary}"
+        "python -m papers.maxwindow_hif8 claims --config-json {params.config} --evidence-json {params.evidence}"
+        " --evaluations {input.evaluations} --logs {input.logs} --telemetry {input.telemetry}"
         " --observer-study {input.observers} --out {output} > {log} 2>&1"
 
 

@@ -54,6 +54,23 @@ def read_losses(path: str | os.PathLike[str]) -> dict[int, float]:
     return losses
 
 
+def read_telemetry(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a run's ``telemetry.csv`` (``common.qat.TELEMETRY_FIELDS``), typed: ``step`` int, ``layer`` and
+    ``role`` str, ``overflow`` and ``cold_start`` bool (the CSV's ``True`` / ``False``), the rest float; ValueError
+    naming a flag that is neither."""
+    rows = []
+    with open(path, newline="") as handle:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            flags = {}
+            for name in ("overflow", "cold_start"):
+                if row[name] not in ("True", "False"):
+                    raise ValueError(f"{str(path)!r} line {line}: {name} {row[name]!r} is not True or False")
+                flags[name] = row[name] == "True"
+            numbers = {k: float(v) for k, v in row.items() if k not in ("step", "layer", "role", *flags)}
+            rows.append({**numbers, "step": int(row["step"]), "layer": row["layer"], "role": row["role"], **flags})
+    return rows
+
+
 def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int = 0) -> float:
     """Mean of ``|L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have (ValueError if none)."""
     steps = sorted(t for t in losses if t >= start and t in reference)

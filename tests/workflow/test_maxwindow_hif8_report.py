@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from common.qat import ROLES, TELEMETRY_FIELDS
 
@@ -22,10 +23,16 @@ def read_json(path):
 
 
 def test_the_paper_claims_are_all_checked(smoke_build):
-    claims = {c["id"]: c for c in read_json(smoke_build / f"results/{PAPER}/claims.json")}
-    assert list(claims) == ["loss_hides_saturation", "max_window_no_recurring_saturation", "high_lr_forgets",
-                            "recipe_drop", "neither_fix_alone"]
-    assert claims["high_lr_forgets"]["verdict"] == "reproduced"  # smoke: about +30% perplexity, the bar is 5%
+    document = read_json(smoke_build / f"results/{PAPER}/claims.json")
+    claims = {c["id"]: c for c in document["claims"]}
+    specs = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]["claims"]
+    assert list(claims) == list(specs)
+    assert [c["id"] for c in document["checks"] if not c["passed"]] == []
+    assert "telemetry_accounts_max_window_lrlow_w4" in {c["id"] for c in document["checks"]}
+    assert claims["forgets_bf16"]["verdict"] == "reproduced"  # smoke: about +30% perplexity, over 64 windows
+    assert claims["forgets_current"]["verdict"] == "not testable at this scale"  # smoke trains no current runs
+    for claim in claims.values():
+        assert (claim["estimate"] is None) == bool(claim["reason"]), claim["id"]
 
 
 def test_one_run_reruns_alone(smoke_build, run_snakemake):

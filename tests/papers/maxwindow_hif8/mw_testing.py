@@ -10,7 +10,11 @@ Numbers are binary fractions wherever a rule divides them, so every APE and rela
   ``16 (1 + forgetting)``), :data:`BASE`; a HiF8 model is its baseline (same rate) with every metric worse by the
   relative drop ``d`` (perplexities times ``1 + d``, accuracies times ``1 - d``): ``recipe_drop`` for the recipe,
   ``drop`` for every other QAT run, ``ptq_drop`` for the checkpoint-quantized baselines; ``drops`` overrides per run;
-* saturation: per observer an overflow rate (``overflow``), times :data:`ROLE_FACTORS` per tensor role.
+* saturation: per observer an overflow rate (``overflow``), times :data:`ROLE_FACTORS` per tensor role;
+* per-unit scores (what the claims resample): :data:`WINDOWS` windows of :data:`WINDOW_TOKENS` tokens, each with the
+  model's perplexity (:func:`perplexity_group`), and the first ``round(acc * n)`` zero-shot examples correct
+  (:func:`correct_list`); telemetry (:func:`telemetry_rows`) of the runs the claims read, ``saturation.json`` made
+  from it by ``run.saturation_summary``.
 
 :data:`PAPER_LIKE` reproduces every claim; :data:`CONTRARY` contradicts them (large APE, no forgetting, a lossy
 recipe, max_window saturating more than most_recent).
@@ -18,12 +22,18 @@ recipe, max_window saturating more than most_recent).
 
 import copy
 import csv
+import json
+import math
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from common.qat import TELEMETRY_FIELDS
+from papers.maxwindow_hif8.claims import Artifact, StudyArtifacts, telemetry_runs
+from papers.maxwindow_hif8.run import saturation_summary
 from papers.maxwindow_hif8.settings import KEY, profile_config, run_names, run_settings
-from papers.maxwindow_hif8.study import study_summary
+from papers.maxwindow_hif8.study import read_losses, study_summary
 
 PAPER = Path(__file__).resolve().parents[3] / "papers" / "maxwindow_hif8"
 ROLES = ("input", "weight", "grad_output")
@@ -32,6 +42,7 @@ EXAMPLES = 1024  # zero-shot examples per task: at accuracy 0.5 the standard err
 PRE_WARMUP_ERROR = 0.25
 LAYERS = 6
 LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "seconds")
+WINDOWS, WINDOW_TOKENS = 64, 64  # 4096 evaluation tokens per corpus
 
 BF16_LOW = {"pretrain_perplexity": 16.0, "cloze_acc": 0.5, "choice_acc_norm": 0.5, "shift_perplexity": 24.0}
 BASE = {"pretrain_perplexity": 13.0, "cloze_acc": 0.625, "choice_acc_norm": 0.625, "shift_perplexity": 48.0}
@@ -101,16 +112,78 @@ def saturation(config, name, rate):
                    "mean_clipped": 0.0} for role in ROLES}
 
 
+def perplexity_group(window_log_perplexity, tokens=WINDOW_TOKENS, perplexity=None):
+    """A perplexity metric group from each window's mean NLL (every window ``tokens`` tokens); ``perplexity``: the
+    recorded value (default: the one the windows make)."""
+    nll = [tokens * float(x) for x in window_log_perplexity]
+    total = tokens * len(nll)
+    made = math.exp(math.fsum(nll) / total)
+    return {"perplexity": made if perplexity is None else perplexity, "tokens": total, "windows": len(nll),
+            "window_nll": nll, "window_tokens": [tokens] * len(nll)}
+
+
+def correct_list(accuracy, examples):
+    """Per-example correctness: the first ``round(accuracy * examples)`` correct."""
+    k = round(accuracy * examples)
+    return [1] * k + [0] * (examples - k)
+
+
 def evaluation(path, metrics, role, examples=EXAMPLES):
-    """A ``common.eval`` record (the parts the study reads) of one corpus role."""
+    """A ``common.eval`` record (the parts the study and the claims read) of one corpus role."""
+    def ppl(value):
+        return perplexity_group([math.log(value)] * WINDOWS, perplexity=value)
+
     if role == "shift":
-        return {"model": {"path": path}, "metrics": {"perplexity": {"perplexity": metrics["shift_perplexity"],
-                                                                    "tokens": 4096}}}
+        return {"model": {"path": path}, "metrics": {"perplexity": ppl(metrics["shift_perplexity"])}}
+    cloze, plain, norm = (correct_list(a, examples) for a in (metrics["cloze_acc"], metrics["choice_acc_norm"] / 2,
+                                                             metrics["choice_acc_norm"]))
     return {"model": {"path": path}, "metrics": {
-        "perplexity": {"perplexity": metrics["pretrain_perplexity"], "tokens": 4096},
-        "cloze": {"acc": metrics["cloze_acc"], "examples": examples},
+        "perplexity": ppl(metrics["pretrain_perplexity"]),
+        "cloze": {"acc": metrics["cloze_acc"], "examples": examples, "correct": sum(cloze),
+                  "example_correct": cloze},
         "choice": {"acc": metrics["choice_acc_norm"] / 2, "acc_norm": metrics["choice_acc_norm"],
-                   "examples": examples}}}
+                   "examples": examples, "correct": sum(plain), "correct_norm": sum(norm), "example_correct": plain,
+                   "example_correct_norm": norm}}}
+
+
+def telemetry_rows(config, name, saturating, layers=LAYERS):
+    """Telemetry rows of run ``name``: every layer ``l<i>`` and role at every step from the run's warmup on (cold
+    starts at the warmup step); ``saturating(step, layer index, role)`` -> bool (never on a cold start)."""
+    warmup = run_settings(config, name)["warmup_steps"]
+    rows = []
+    for step in range(warmup, config["train"]["max_steps"]):
+        for i in range(layers):
+            for role in ROLES:
+                cold = step == warmup
+                overflow = not cold and bool(saturating(step, i, role))
+                rows.append({"step": step, "layer": f"l{i}", "role": role, "amax": 2.0 if overflow else 1.0,
+                             "predicted_amax": 1.0, "scale": 15.0, "clipped_fraction": 0.0,
+                             "over_range_fraction": 0.25 if overflow else 0.0, "overflow": overflow,
+                             "cold_start": cold})
+    return rows
+
+
+def random_saturation(rate, seed):
+    """``saturating(step, layer, role)``: independent draws with probability ``rate`` (seeded)."""
+    rng = np.random.default_rng(seed)
+    drawn = {}
+
+    def saturating(step, layer, role):
+        return drawn.setdefault((step, layer, role), bool(rng.random() < rate))
+
+    return saturating
+
+
+def write_telemetry(directory, rows):
+    """``telemetry.csv`` and the ``saturation.json`` made from it in ``directory``; the telemetry path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "telemetry.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=TELEMETRY_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    (directory / "saturation.json").write_text(json.dumps(saturation_summary(rows)))
+    return str(directory / "telemetry.csv")
 
 
 def build_study(directory, config=None, *, ape=PAPER_LIKE["ape"], forgetting=PAPER_LIKE["forgetting"],
@@ -141,6 +214,25 @@ def build_study(directory, config=None, *, ape=PAPER_LIKE["ape"], forgetting=PAP
                    for key, values in metrics.items() for role in ("pretrain", "shift")}
     return {"config": config, "logs": logs, "saturation": sat, "evaluations": evaluations, "train_seconds": seconds,
             "metrics": metrics}
+
+
+def study_artifacts(study, telemetry=None):
+    """The :class:`StudyArtifacts` of a :func:`build_study` result (in memory, evaluation paths named by their
+    keys); ``telemetry``: run -> rows (default: every run the claims read saturating at its observer's
+    ``PAPER_LIKE`` rate)."""
+    config = study["config"]
+    if telemetry is None:
+        telemetry = {run: telemetry_rows(config, run, random_saturation(
+            PAPER_LIKE["overflow"][run_settings(config, run)["observer"]], index)) for index, run in
+            enumerate(telemetry_runs(config))}
+    evaluations = {key: Artifact(f"results/maxwindow_hif8/eval/{key}.json", record)
+                   for key, record in study["evaluations"].items()}
+    losses = {run: Artifact(path, read_losses(path)) for run, path in study["logs"].items()}
+    return StudyArtifacts(config, evaluations, losses,
+                          {run: Artifact(f"results/maxwindow_hif8/runs/{run}/telemetry.csv", rows)
+                           for run, rows in telemetry.items()},
+                          {run: Artifact(f"results/maxwindow_hif8/runs/{run}/saturation.json",
+                                         saturation_summary(rows)) for run, rows in telemetry.items()})
 
 
 def summarize(study):

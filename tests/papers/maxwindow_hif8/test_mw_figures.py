@@ -7,19 +7,20 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from mw_testing import PAPER_LIKE, ROLES, build_study, smoke_config, summarize
+from mw_testing import PAPER_LIKE, ROLES, build_study, raw_config, smoke_config, study_artifacts, summarize
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from common.report import verify_sha256sums
+from common.report import claim_specs, claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from papers.maxwindow_hif8 import figures
-from papers.maxwindow_hif8.claims import study_claims
+from papers.maxwindow_hif8.claims import study_checks, study_claims
 from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
+from papers.maxwindow_hif8.evidence import Bootstrap
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import observer_cell
 
@@ -222,9 +223,11 @@ def test_plot_observer_study_one_kind(cell, close):
 
 
 @pytest.fixture(scope="module")
-def claims(summary, cell):
-    return [c.to_dict() for c in study_claims(summary, cell, smoke_config()["claims"], "results/summary.json",
-                                              "results/observer_study.json")]
+def claims(study, cell):
+    """The claims document of the paper-like study."""
+    artifacts = study_artifacts(study)
+    rows = study_claims(claim_specs(raw_config()["claims"]), artifacts, Bootstrap(0.95, 1000, 0))
+    return claims_document(rows, study_checks(artifacts, cell, "results/observer_study.json"))
 
 
 def test_run_table(summary):
@@ -284,9 +287,11 @@ def test_build_context(summary, cell, claims):
     assert context["paper"] == PAPER
     runs = len(run_names(smoke_config()))
     assert [len(t["rows"]) for t in context["tables"]] == [runs + 1, runs + 2, 16 * 3, 24]
-    assert [c["id"] for c in context["claims"]] == ["loss_hides_saturation", "max_window_no_recurring_saturation",
-                                                    "high_lr_forgets", "recipe_drop", "neither_fix_alone"]
-    assert {c["verdict"] for c in context["claims"]} == {"reproduced"}
+    assert [c["id"] for c in context["claims"]] == list(raw_config()["claims"])
+    assert context["claims"] == claims["claims"]
+    assert context["checks"] == claims["checks"]
+    assert context["counts"] == claims["counts"]
+    assert "circular block bootstraps over the training steps" in context["paper"]["method"]
     assert len(context["artifacts"]) == 2 + 2 * 5
     assert context["artifacts"][0] == "results/figures/downstream.pdf"
     assert context["rerun"][0] == {"cell": "the whole report",
@@ -298,8 +303,8 @@ def test_build_context(summary, cell, claims):
 
 
 def test_build_context_refuses_a_typed_verdict(summary, cell, claims):
-    bad = [*claims[:-1], {**claims[-1], "verdict": "confirmed"}]
-    with pytest.raises(ValueError, match=r"claim 'neither_fix_alone': verdict 'confirmed' is not one of"):
+    bad = {**claims, "claims": [*claims["claims"][:-1], {**claims["claims"][-1], "verdict": "confirmed"}]}
+    with pytest.raises(ValueError, match=r"claim 'ablation_no_warmup': verdict 'confirmed' is not one of"):
         build_context(config={}, profile="smoke", summary=summary, cell=cell, claims=bad, figures=[], artifacts=[],
                       rerun_examples=[], seeds={}, stage_seconds={})
 
@@ -329,7 +334,8 @@ def test_context_renders_with_the_shared_cli(study, summary, cell, claims, tmp_p
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    assert html.count('class="verdict-reproduced"') == 5
+    assert html.count('class="verdict verdict-reproduced"') == claims["counts"]["reproduced"]
+    assert html.count('class="verdict verdict-contradicted"') == claims["counts"]["contradicted"]
     assert "Max-Window scale estimation for near-lossless HiF8 W8A8 QAT" in html
     assert html.count("data:image/png;base64,") == 5
     assert verify_sha256sums("r.SHA256SUMS") == []
