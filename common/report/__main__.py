@@ -4,7 +4,8 @@
   ``reports/<paper>.SHA256SUMS`` over every artifact the context cites, the context itself, the HTML and the
   LaTeX (paths relative to the repository root, verifiable with ``sha256sum -c``).
 * ``pdf``: ``latexmk`` on a report's ``.tex`` (a clear error naming the missing tool when latexmk is absent).
-* ``index``: ``reports/index.html`` linking the given reports, with their claims' verdict counts.
+* ``index``: ``reports/index.html`` linking the given reports, each with its claims per verdict (reproduced,
+  contradicted, inconclusive, and not testable at this scale apart) and its implementation checks passed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import os
 import shutil
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,13 +21,16 @@ from common.cli import run_step
 from common.io import read_json
 
 from .checksums import write_sha256sums
-from .claims import VERDICTS
+from .claims import verdict_counts
 from .render import build_pdf, render_html, render_index, render_latex
+
+CONTEXT_KEYS = ("paper", "figures", "tables", "claims", "checks", "counts", "rule", "provenance", "rerun",
+                "artifacts")
 
 
 def render(args: argparse.Namespace) -> None:
     context = read_json(args.context)
-    for key in ("paper", "figures", "tables", "claims", "provenance", "rerun", "artifacts"):
+    for key in CONTEXT_KEYS:
         if key not in context:
             raise ValueError(f"context {args.context!r} has no {key!r}")
     render_html(context, args.html)
@@ -42,11 +45,6 @@ def pdf(args: argparse.Namespace) -> None:
     build_pdf(args.tex)
 
 
-def verdict_summary(claims: Sequence[dict]) -> str:
-    counts = Counter(c["verdict"] for c in claims)
-    return ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])
-
-
 def index(args: argparse.Namespace) -> None:
     if len(args.contexts) != len(args.reports):
         raise ValueError(f"--contexts and --reports must pair up: {len(args.contexts)} contexts, "
@@ -57,7 +55,8 @@ def index(args: argparse.Namespace) -> None:
         context = read_json(context_path)
         reports.append({"title": context["paper"]["title"],
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
-                        "summary": f"{len(context['claims'])} claims: {verdict_summary(context['claims'])}"})
+                        "counts": verdict_counts(c["verdict"] for c in context["claims"]),
+                        "checks": sum(bool(c["passed"]) for c in context["checks"])})
     render_index(reports, args.out)
 
 

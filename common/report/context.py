@@ -1,6 +1,7 @@
 """Assembling a report context (the dict :mod:`common.report.render` renders) from a paper's parts: figures
-from their PNG paths and captions, how to rerun the report and example cells, the claims re-validated, and the
-list of cited artifacts that ``SHA256SUMS`` covers."""
+from their PNG paths and captions, how to rerun the report and example cells, the claims document re-validated
+(rows, implementation checks, counts and the verdict rule), and the list of cited artifacts that ``SHA256SUMS``
+covers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .claims import Claim
+from .claims import RULE, Check, Claim, claims_document
 
 
 def figure_entries(pngs: Sequence[str], caption: Callable[[str], str]) -> list[dict[str, str]]:
@@ -27,12 +28,52 @@ def rerun_entries(key: str, profile: str, examples: Sequence[str]) -> list[dict[
 
 
 def assemble(*, paper: Mapping[str, str], figures: Sequence[Mapping[str, str]], tables: Sequence[Mapping[str, Any]],
-             claims: Sequence[Mapping[str, Any]], provenance: Mapping[str, Any], rerun: Sequence[Mapping[str, str]],
+             claims: Mapping[str, Any], provenance: Mapping[str, Any], rerun: Sequence[Mapping[str, str]],
              artifacts: Sequence[str]) -> dict[str, Any]:
-    """The context; every claim row is re-validated (its verdict must be one of the computed verdicts) and every
-    figure's PNG and PDF join the cited artifacts."""
-    for claim in claims:
-        Claim(**{**claim, "evidence": tuple(claim["evidence"])})
+    """The context of one report.
+
+    ``claims`` is the paper's whole claims document (its ``claims.json``,
+    :func:`common.report.claims.claims_document`: ``{"rule", "claims", "checks", "counts"}``). Every row is
+    re-validated with :meth:`Claim.from_dict` (a verdict that does not follow from its estimate by the rule is
+    refused, ValueError), every check too (a failed one raises
+    :class:`common.report.claims.ImplementationCheckFailed`), and the document's rule and counts must be those
+    of its rows. The context keeps ``claims`` (the rows), ``checks``, ``counts`` and ``rule``; every figure's
+    PNG and PDF join the cited artifacts."""
+    document = validated_claims(claims)
     cited = {*artifacts, *(f["png"] for f in figures), *(f["pdf"] for f in figures)}
     return {"paper": dict(paper), "figures": [dict(f) for f in figures], "tables": list(tables),
-            "claims": list(claims), "provenance": dict(provenance), "rerun": list(rerun), "artifacts": sorted(cited)}
+            "claims": document["claims"], "checks": document["checks"], "counts": document["counts"],
+            "rule": document["rule"], "provenance": dict(provenance), "rerun": list(rerun),
+            "artifacts": sorted(cited)}
+
+
+def validated_claims(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` (a claims document) rebuilt from its rows and checks by
+    :func:`common.report.claims.claims_document`; ValueError naming what is missing, stale or does not follow."""
+    if not isinstance(document, Mapping):
+        raise ValueError(f"claims must be a claims document {{rule, claims, checks, counts}} "
+                         f"(common.report.claims.claims_document), got {type(document).__name__}")
+    missing = [key for key in ("rule", "claims", "checks", "counts") if key not in document]
+    if missing:
+        raise ValueError(f"the claims document has no {', '.join(map(repr, missing))}")
+    rows = []
+    for row in document["claims"]:
+        try:
+            rows.append(Claim.from_dict(row))
+        except KeyError as err:
+            raise ValueError(f"claim row {row.get('id')!r} has no {err}") from err
+    checks = []
+    for check in document["checks"]:
+        try:
+            checks.append(Check(check["id"], check["statement"], check["measured"], bool(check["passed"]),
+                                tuple(check.get("evidence", ()))))
+        except KeyError as err:
+            raise ValueError(f"check {check.get('id')!r} has no {err}") from err
+    rebuilt = claims_document(rows, checks)
+    if document["rule"] != RULE:
+        raise ValueError(f"the claims document states the rule {document['rule']!r}, not the rule its verdicts "
+                         f"are checked by ({RULE!r}): rebuild claims.json")
+    if dict(document["counts"]) != rebuilt["counts"]:
+        raise ValueError(f"the claims document counts {dict(document['counts'])} but its rows give "
+                         f"{rebuilt['counts']}: rebuild claims.json")
+    return rebuilt

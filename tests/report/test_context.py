@@ -1,8 +1,9 @@
-"""Report contexts: rerun commands, figure entries, and assembly (claims re-validated, figures cited)."""
+"""Report contexts: rerun commands, figure entries, and assembly (the claims document re-validated: rows by the
+verdict rule, checks, counts and rule; figures cited)."""
 
 import pytest
 
-from common.report import Claim, assemble, figure_entries, rerun_entries
+from common.report import RULE, ImplementationCheckFailed, assemble, figure_entries, rerun_entries
 
 
 def test_rerun_entries():
@@ -22,15 +23,49 @@ def test_figure_entries_put_the_pdf_beside_the_png():
                         "pdf": "results/p/figures/gap-small.pdf"}]
 
 
-def test_assemble_cites_figures_and_refuses_a_typed_verdict():
-    claim = Claim("c", "statement", "paper", "measured", "reproduced", "rule", ("a.json",)).to_dict()
+def test_assemble_keeps_the_claims_document_and_cites_figures(claims_doc):
     figures = figure_entries(["f/x.png"], str)
-    context = assemble(paper={"key": "p"}, figures=figures, tables=[], claims=[claim], provenance={}, rerun=[],
+    context = assemble(paper={"key": "p"}, figures=figures, tables=[], claims=claims_doc, provenance={}, rerun=[],
                        artifacts=["a.json", "a.json"])
     assert context["artifacts"] == ["a.json", "f/x.pdf", "f/x.png"]
+    assert context["claims"] == claims_doc["claims"]
+    assert context["checks"] == claims_doc["checks"]
+    assert context["rule"] == RULE
+    assert context["counts"] == {"reproduced": 2, "contradicted": 1, "inconclusive": 1,
+                                 "not testable at this scale": 1}
+
+
+def _assemble(claims):
+    return assemble(paper={}, figures=[], tables=[], claims=claims, provenance={}, rerun=[], artifacts=[])
+
+
+def test_assemble_refuses_a_verdict_that_does_not_follow(claims_doc):
+    rows = claims_doc["claims"]
+    inconclusive = next(i for i, row in enumerate(rows) if row["verdict"] == "inconclusive")
+    typed = [*rows[:inconclusive], {**rows[inconclusive], "verdict": "reproduced"}, *rows[inconclusive + 1:]]
+    with pytest.raises(ValueError, match="verdict 'reproduced' does not follow from the estimate"):
+        _assemble({**claims_doc, "claims": typed})
     with pytest.raises(ValueError, match="verdict 'looks fine' is not one of"):
-        assemble(paper={}, figures=[], tables=[], claims=[{**claim, "verdict": "looks fine"}], provenance={},
-                 rerun=[], artifacts=[])
+        _assemble({**claims_doc, "claims": [{**rows[0], "verdict": "looks fine"}]})
+    with pytest.raises(ValueError, match="claim row 'reversal_absmax' has no 'prediction'"):
+        _assemble({**claims_doc, "claims": [{k: v for k, v in rows[0].items() if k != "prediction"}]})
+
+
+def test_assemble_refuses_a_failed_check(claims_doc):
+    checks = [{**claims_doc["checks"][0], "passed": False}, *claims_doc["checks"][1:]]
+    with pytest.raises(ImplementationCheckFailed, match="closed_form_mse"):
+        _assemble({**claims_doc, "checks": checks})
+
+
+def test_assemble_refuses_an_old_or_stale_document(claims_doc):
+    with pytest.raises(ValueError, match=r"claims must be a claims document .* got list"):
+        _assemble(claims_doc["claims"])
+    with pytest.raises(ValueError, match="the claims document has no 'checks', 'counts'"):
+        _assemble({"rule": RULE, "claims": []})
+    with pytest.raises(ValueError, match=r"counts .* but its rows give"):
+        _assemble({**claims_doc, "counts": {**claims_doc["counts"], "reproduced": 5}})
+    with pytest.raises(ValueError, match="states the rule 'two of three'"):
+        _assemble({**claims_doc, "rule": "two of three"})
 
 
 def test_training_seconds_reads_the_base_models_metadata(tmp_path):

@@ -1,4 +1,5 @@
-"""Report machinery: verdict rule, provenance, checksums verified by sha256sum, offline HTML, LaTeX, index."""
+"""Report machinery: verdict rule, provenance, checksums verified by sha256sum, inline math in both renderers,
+table layout, offline HTML, LaTeX, index."""
 
 import re
 import shutil
@@ -9,30 +10,37 @@ import pytest
 
 from common.report import (
     VERDICTS,
-    Claim,
+    Prediction,
+    assemble,
     config_hash,
     git_state,
     provenance,
     render_html,
     render_index,
     render_latex,
-    verdict,
     verify_sha256sums,
     write_sha256sums,
 )
+from common.report.render import html_text, latex_code, latex_text, math_html, math_numbers, table_layout
+from common.uncertainty import Estimate
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
+def _interval(low, high):
+    return Estimate((low + high) / 2, low, high, "test")
+
+
 def test_verdict_rule():
-    assert verdict([True, True]) == "reproduced"
-    assert verdict([True, False]) == "partly"
-    assert verdict([False, False]) == "not reproduced"
-    assert verdict([]) == "not testable at this scale"
-    assert set(VERDICTS) == {"reproduced", "partly", "not reproduced", "not testable at this scale"}
-    with pytest.raises(ValueError, match="verdict 'yes' is not one of"):
-        Claim("c1", "s", "p", "m", "yes", "r")
+    above, below, within = (Prediction("x", d, 1.0, "test") for d in ("above", "below", "within"))
+    assert [above.verdict(_interval(*i)) for i in [(1.1, 2), (0, 0.9), (0.5, 1.5), (1.0, 2)]] == [
+        "reproduced", "contradicted", "inconclusive", "inconclusive"]
+    assert [below.verdict(_interval(*i)) for i in [(0, 0.9), (1.1, 2)]] == ["reproduced", "contradicted"]
+    assert [within.verdict(_interval(*i)) for i in [(-0.5, 0.5), (1.2, 2), (0.5, 1.5)]] == [
+        "reproduced", "contradicted", "inconclusive"]
+    assert above.verdict(None) == "not testable at this scale"
+    assert VERDICTS == ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 
 
 def test_provenance_fields():
@@ -62,23 +70,23 @@ def test_checksums_verify_with_sha256sum(tmp_path):
 
 
 @pytest.fixture
-def context(tmp_path):
+def context(tmp_path, claims_doc):
     fig, ax = plt.subplots()
     ax.plot([1, 2], [3, 4])
     fig.savefig(tmp_path / "f.png")
     fig.savefig(tmp_path / "f.pdf")
     plt.close(fig)
-    claim = Claim("c1", "MSE < 1 & ratio 50%", "0.7", "0.3", verdict([True]), "measured < paper", ("x.json",))
-    return {
-        "paper": {"key": "demo", "title": "Demo <paper>", "citation": "A. Author, 2026",
-                  "question": "Is finer better?", "method": "Block quantization."},
-        "figures": [{"id": "mse", "caption": "MSE vs sigma", "png": str(tmp_path / "f.png"),
-                     "pdf": str(tmp_path / "f.pdf")}],
-        "tables": [{"caption": "Gaps", "columns": ["block", "gap_%"], "rows": [[4, "0.27"]]}],
-        "claims": [claim],
-        "provenance": provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"train": 1.5}),
-        "rerun": [{"cell": "block 4", "command": "snakemake results/demo/b4.json"}],
-    }
+    context = assemble(
+        paper={"key": "demo", "title": "Demo <paper>", "citation": "A. Author, 2026",
+               "question": "Is finer better?", "method": "Block quantization, a zero scale becomes $2^{-9}$."},
+        figures=[{"id": "mse", "caption": "MSE vs $\\sigma$", "png": str(tmp_path / "f.png"),
+                  "pdf": str(tmp_path / "f.pdf")}],
+        tables=[{"caption": "Gaps", "columns": ["block", "gap_%"], "rows": [[4, "-0.27"]]}],
+        claims=claims_doc,
+        provenance=provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"train": 1.5}),
+        rerun=[{"cell": "block 4", "command": "snakemake results/demo/b4.json"}], artifacts=[])
+    context["claims"][0]["statement"] = "MSE < 1 & ratio 50%"
+    return context
 
 
 def test_html_is_self_contained(context, tmp_path):
@@ -88,16 +96,30 @@ def test_html_is_self_contained(context, tmp_path):
     assert links
     assert all(link.startswith("data:image/png;base64,") or link.startswith("#") for link in links)
     assert "Demo &lt;paper&gt;" in html  # escaped
-    assert 'class="verdict-reproduced"' in html
+    assert html.count('class="verdict verdict-reproduced"') == 2
+    assert all('class="verdict verdict-' + v.replace(' ', '-') + '"' in html for v in VERDICTS)
     assert "MSE &lt; 1 &amp; ratio 50%" in html
+    assert html.count('<tr class="group">') == 3  # five rows under three group headings
+    assert "95% interval: paired bootstrap over 64 windows" in html
+    assert "our grid stops at" in html  # the reason of the not-testable row
+    assert '<tr id="closed_form_mse">' in html  # the implementation checks
+    assert "none of them counts as a reproduction" in html
+    assert '<span class="math"><i>&sigma;</i></span>' not in html  # Greek letters are not set in italic
+    assert 'MSE vs <span class="math">&sigma;</span>' in html  # math in a caption
+    assert '<td><span class="math">&minus;0.27</span></td>' in html  # numbers in table cells
 
 
 def test_latex_escapes_and_links_figures(context, tmp_path):
     render_latex(context, tmp_path / "demo.tex")
     tex = (tmp_path / "demo.tex").read_text()
-    assert r"MSE < 1 \& ratio 50\%" in tex
-    assert r"\includegraphics[width=0.9\linewidth]{f.pdf}" in tex
-    assert r"gap\_\%" in tex
+    assert r"MSE \textless{} 1 \& ratio 50\%" in tex
+    assert r"\includegraphics[width=\linewidth,height=0.4\textheight,keepaspectratio]{f.pdf}" in tex
+    assert r"\caption{MSE vs $\sigma$}" in tex
+    assert r"\textbf{gap\_\allowbreak{}\%}" in tex
+    assert r"$-0.27$ \\" in tex
+    assert r"a zero scale becomes $2^{-9}$." in tex
+    assert r"\verdict{nottestableatthisscale}{not testable at this scale}" in tex
+    assert tex.count(r"\multicolumn{5}") == 3  # the group headings
 
 
 def test_missing_figure_is_named(context, tmp_path):
@@ -108,8 +130,64 @@ def test_missing_figure_is_named(context, tmp_path):
 
 
 def test_index(tmp_path):
-    render_index([{"title": "Finer is Better", "href": "finer_is_better.html", "summary": "3/7 reproduced"}],
+    counts = {"reproduced": 3, "contradicted": 1, "inconclusive": 0, "not testable at this scale": 2}
+    render_index([{"title": "Finer is Better", "href": "finer_is_better.html", "counts": counts, "checks": 4}],
                  tmp_path / "index.html")
-    assert 'href="finer_is_better.html"' in (tmp_path / "index.html").read_text()
+    index = (tmp_path / "index.html").read_text()
+    assert 'href="finer_is_better.html"' in index
+    cells = re.findall(r'<td class="count">(\d+)</td>', index)
+    assert cells == ["3", "1", "0", "2", "4"]
     render_index([], tmp_path / "empty.html")
     assert "make reports" in (tmp_path / "empty.html").read_text()
+
+
+def test_math_in_latex_is_kept_and_the_rest_escaped():
+    assert latex_text("MSE of $\\sigma^2$ & 50%, \\$5") == "MSE of $\\sigma^2$ \\& 50\\%, \\$5"
+    assert latex_code("results/a_b.json") == "results/\\allowbreak{}a\\_\\allowbreak{}b.json"
+    with pytest.raises(ValueError, match=r"unmatched \$ in 'costs \$5'"):
+        latex_text("costs $5")
+    with pytest.raises(ValueError, match="empty math"):
+        latex_text("a $$ b")
+
+
+def test_math_in_html_is_converted_offline():
+    assert math_html("\\sigma^2") == '<span class="math">&sigma;<sup>2</sup></span>'
+    assert math_html("2^{-9}") == '<span class="math">2<sup>&minus;9</sup></span>'
+    assert math_html("\\mathrm{MSE}(n)/\\mathrm{MSE}(2n)") == (
+        '<span class="math">MSE(<i>n</i>)/MSE(2<i>n</i>)</span>')
+    assert math_html("x_{ij} \\le 3 \\times 10^{-5}") == (
+        '<span class="math"><i>x</i><sub><i>ij</i></sub> &le; 3 &times; 10<sup>&minus;5</sup></span>')
+    assert math_html("\\sqrt{n} < \\log x") == '<span class="math">&radic;(<i>n</i>) &lt; log <i>x</i></span>'
+    assert str(html_text("a <b> & $\\alpha$")) == 'a &lt;b&gt; &amp; <span class="math">&alpha;</span>'
+    for bad, message in [("\\frac{a}{b}", "unknown math command \\\\frac"), ("x^{2", "unbalanced \\{"),
+                         ("x}", "unbalanced \\}"), ("x^", "\\^ without an argument")]:
+        with pytest.raises(ValueError, match=message):
+            math_html(bad)
+
+
+def test_numbers_become_math():
+    assert math_numbers("-0.0123 [-0.031, 1.2e-05]") == "$-0.0123$ [$-0.031$, $1.2\\times10^{-5}$]"
+    assert math_numbers("1e-07 and -1e+03, inf") == "$10^{-7}$ and $-10^{3}$, $\\infty$"
+    assert math_numbers("b4 e2m1-ue4m3 at $x = -1$ costs \\$5") == "b4 e2m1-ue4m3 at $x = -1$ costs \\$$5$"
+    assert math_numbers("torch 2.13.0, ratio 0.5.") == "torch 2.13.0, ratio $0.5$."
+
+
+def test_table_layout_fits_or_wraps_the_widest_column():
+    narrow = {"caption": "t", "columns": ["block", "gap"], "rows": [[4, "0.27"], [8, "-1e-05"]]}
+    assert table_layout(narrow) == {"size": "\\small", "spec": "@{}rr@{}"}
+    sizes = [table_layout({"caption": "t", "columns": ["scale", *(f"b{b}" for b in range(n))],
+                           "rows": [["UE4M3", *(["0.04915"] * n)]]})["size"] for n in (10, 11, 12)]
+    assert sizes == ["\\small", "\\footnotesize", "\\scriptsize"]  # numbers never wrap: the font shrinks
+    text = {"caption": "t", "columns": ["region", "rule"], "rows": [["A", "abs-max reverses " * 12]]}
+    layout = table_layout(text)
+    assert layout["size"] == "\\footnotesize"
+    # the rule column wraps in the room the region column leaves (estimated 49.4 em, corrected by LaTeX)
+    assert layout["spec"] == "@{}lP{\\dimexpr49.4em+(\\linewidth-52.9em-2\\tabcolsep)/1\\relax}@{}"
+    long_names = {"caption": "t", "columns": ["trace", "observer", "saturated steps", "worst overshoot",
+                                             "headroom lost (bits)", "spikes", "median |theory/measured - 1|"],
+                  "rows": [["qat-hif8-seed0-layer11.mlp.down_proj", "max-window", 12, "1.37", "0.452", 3, "-0.0123"]]}
+    layout = table_layout(long_names)  # capped: the name wraps at its dots, numbers with long headers wrap right
+    assert layout["size"] == "\\footnotesize"
+    assert re.fullmatch(r"@\{\}P\{[^}]*\}lR\{[^}]*\}R\{[^}]*\}R\{[^}]*\}rR\{[^}]*\}@\{\}", layout["spec"])
+    with pytest.raises(ValueError, match="row 1 has 1 cells for 2 columns"):
+        table_layout({"caption": "t", "columns": ["a", "b"], "rows": [[1]]})

@@ -8,8 +8,8 @@ import shutil
 import matplotlib
 import pytest
 
-from common.report import Claim, provenance, verdict, verify_sha256sums
-from common.report.__main__ import main, verdict_summary
+from common.report import assemble, provenance, verify_sha256sums
+from common.report.__main__ import CONTEXT_KEYS, main
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -18,7 +18,7 @@ PNG_MAGIC = "iVBORw0KGgo"  # base64 of the PNG signature
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
+def workdir(tmp_path, monkeypatch, claims_doc):
     """A repository-like folder as cwd: a figure (PNG + PDF), an artifact and a context under ``results/``."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -29,19 +29,15 @@ def workdir(tmp_path, monkeypatch):
     fig.savefig("results/fig.pdf")
     plt.close(fig)
     (tmp_path / "results" / "summary.json").write_text('{"mse": 0.25}\n')
-    claims = [Claim("c1", "finer is better", "yes", "0.2 < 0.3", verdict([True]), "a < b", ("results/summary.json",)),
-              Claim("c2", "a U-shape", "yes", "monotone", verdict([False]), "rule", ()),
-              Claim("c3", "ue5m3 comparable", "yes", "one of two", verdict([True, False]), "rule", ())]
-    context = {
-        "paper": {"key": "demo", "title": "Demo & paper", "citation": "A. Author 2026", "question": "Finer?",
-                  "method": "Blocks."},
-        "figures": [{"id": "mse", "caption": "MSE vs sigma", "png": "results/fig.png", "pdf": "results/fig.pdf"}],
-        "tables": [{"caption": "Gaps", "columns": ["block", "gap"], "rows": [[4, "0.270"], [8, "0.300"]]}],
-        "claims": [c.to_dict() for c in claims],
-        "provenance": provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"mse": 0.5}, root=tmp_path),
-        "rerun": [{"cell": "b4", "command": "snakemake results/demo/b4.json"}],
-        "artifacts": ["results/fig.png", "results/fig.pdf", "results/summary.json"],
-    }
+    context = assemble(
+        paper={"key": "demo", "title": "Demo & paper", "citation": "A. Author 2026", "question": "Finer?",
+               "method": "Blocks."},
+        figures=[{"id": "mse", "caption": "MSE vs sigma", "png": "results/fig.png", "pdf": "results/fig.pdf"}],
+        tables=[{"caption": "Gaps", "columns": ["block", "gap"], "rows": [[4, "0.270"], [8, "0.300"]]}],
+        claims=claims_doc,
+        provenance=provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"mse": 0.5}, root=tmp_path),
+        rerun=[{"cell": "b4", "command": "snakemake results/demo/b4.json"}],
+        artifacts=["results/summary.json"])
     (tmp_path / "results" / "context.json").write_text(json.dumps(context))
     return tmp_path
 
@@ -59,7 +55,7 @@ def test_render_writes_offline_html_latex_and_sums(workdir):
     assert len(images) == 1
     assert images[0].startswith("data:image/png;base64," + PNG_MAGIC)
     assert "Demo &amp; paper" in html
-    assert html.count('class="verdict-') == 3
+    assert html.count('<td class="verdict verdict-') == 5  # one per claim row
     tex = (workdir / "reports" / "demo.tex").read_text()
     assert r"Demo \& paper" in tex
     assert "{../results/fig.pdf}" in tex  # relative to the .tex folder
@@ -77,7 +73,7 @@ def test_sums_cover_artifacts_context_html_and_tex(workdir):
     assert verify_sha256sums("reports/demo.SHA256SUMS") == ["results/summary.json"]
 
 
-@pytest.mark.parametrize("key", ["paper", "figures", "tables", "claims", "provenance", "rerun", "artifacts"])
+@pytest.mark.parametrize("key", CONTEXT_KEYS)
 def test_context_missing_a_key_exits_2_naming_it(workdir, key, capsys):
     context = json.loads((workdir / "results" / "context.json").read_text())
     del context[key]
@@ -104,7 +100,10 @@ def test_index_links_relative_with_verdict_counts(workdir):
                  "--out", "site/index.html"]) == 0
     index = (workdir / "site" / "index.html").read_text()
     assert re.findall(r'href="([^"]*)"', index) == ["../reports/demo.html"]
-    assert "Demo &amp; paper</a> — 3 claims: 1 reproduced, 1 partly, 1 not reproduced" in index
+    row = re.search(r"<tr><td><a [^>]*>Demo &amp; paper</a></td>(.*)</tr>", index).group(1)
+    # reproduced, contradicted, inconclusive, not testable (counted apart), then the checks passed
+    assert re.findall(r'<td class="count">(\d+)</td>', row) == ["2", "1", "1", "1", "3"]
+    assert "not testable at this scale</th>" in index
 
 
 def test_index_without_reports_and_mismatched_lists(workdir, capsys):
@@ -115,12 +114,6 @@ def test_index_without_reports_and_mismatched_lists(workdir, capsys):
                  "--out", "site.html"]) == 2
     assert "--contexts and --reports must pair up: 1 contexts, 2 reports" in capsys.readouterr().err
     assert not (workdir / "site.html").exists()
-
-
-def test_verdict_summary_orders_by_verdict_and_skips_zero_counts():
-    claims = [{"verdict": v} for v in ["not testable at this scale", "reproduced", "reproduced", "partly"]]
-    assert verdict_summary(claims) == "2 reproduced, 1 partly, 1 not testable at this scale"
-    assert verdict_summary([]) == ""
 
 
 def test_pdf_without_latexmk_exits_2_naming_it(workdir, monkeypatch, capsys):
