@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,10 +54,22 @@ from .study import read_losses, read_telemetry
 
 ONE_SEED = "; one training seed per model: evaluation sampling only, not seed-to-seed variation"
 ONE_RUN = "; one training seed per run: variation along its trajectory, not seed-to-seed variation"
-TASK_FIELDS = {"cloze": ("example_correct", "correct"), "choice": ("example_correct_norm", "correct_norm")}
 PRECISIONS = {"hif8": "HiF8", "bf16": "BF16"}
 CORPORA = ("pretrain", "shift")
 RELATIVE_TOLERANCE = 1e-9  # a metric recomputed from its per-unit scores (float sums in another order)
+
+
+class TaskFields(NamedTuple):
+    """Where a zero-shot task's accuracy lives in its metric group: the ``metric``, its per-example correctness
+    and its correct count."""
+
+    metric: str
+    per_example: str
+    total: str
+
+
+TASKS = {"cloze": TaskFields("acc", "example_correct", "correct"),
+         "choice": TaskFields("acc_norm", "example_correct_norm", "correct_norm")}
 
 
 class NotTestableError(Exception):
@@ -259,12 +271,12 @@ def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, 
                    reference: Model, task: str) -> Claim:
     """Row: :func:`accuracy_drop` of ``treated`` vs ``reference`` on zero-shot ``task`` (``cloze``: acc,
     ``choice``: acc_norm) of the pretraining corpus."""
-    field = TASK_FIELDS[task][0]
+    fields = TASKS[task]
 
     def measure(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Estimate, str]:
-        ca, cb = a["metrics"][task][field], b["metrics"][task][field]
-        detail = (f"{task} {field}: {sum(ca)} of {len(ca)} for {_label(treated)} vs {sum(cb)} of {len(cb)} for "
-                  f"{_label(reference)}")
+        ca, cb = a["metrics"][task][fields.per_example], b["metrics"][task][fields.per_example]
+        detail = (f"{task} {fields.metric}: {sum(ca)} of {len(ca)} examples for {_label(treated)} vs {sum(cb)} of "
+                  f"{len(cb)} for {_label(reference)}")
         return accuracy_drop(ca, cb, settings), detail
 
     return _row(spec, lambda: [study.evaluation(*treated, "pretrain"), study.evaluation(*reference, "pretrain")],
@@ -418,8 +430,8 @@ def pairing_checks(evaluations: Mapping[str, Artifact]) -> list[Check]:
                             f"({', '.join(f'{len(w)} windows' for w in sorted(windows))})", len(windows) == 1,
                             tuple(a.path for a in records.values())))
     pretrain = {k: a for k, a in evaluations.items() if k.endswith("/pretrain")}
-    for task, (field, _) in TASK_FIELDS.items():
-        sizes = {len(a.data["metrics"][task][field]) for a in pretrain.values()}
+    for task, fields in TASKS.items():
+        sizes = {len(a.data["metrics"][task][fields.per_example]) for a in pretrain.values()}
         checks.append(Check(f"same_examples_{task}", f"every model answers the same number of {task} examples",
                             f"{len(pretrain)} records, example counts {sorted(sizes)}", len(sizes) == 1,
                             tuple(a.path for a in pretrain.values())))
@@ -439,9 +451,10 @@ def unit_score_check(evaluations: Mapping[str, Artifact]) -> Check:
         if tokens != ppl["tokens"] or not math.isclose(value, ppl["perplexity"], rel_tol=RELATIVE_TOLERANCE):
             wrong.append(f"{key} perplexity {ppl['perplexity']:.10g} vs {value:.10g} from {tokens} window tokens "
                          f"(recorded {ppl['tokens']})")
-        for task, (field, total) in TASK_FIELDS.items():
-            if task in metrics and sum(metrics[task][field]) != metrics[task][total]:
-                wrong.append(f"{key} {task} {total} {metrics[task][total]} vs {sum(metrics[task][field])}")
+        for task, fields in TASKS.items():
+            if task in metrics and sum(metrics[task][fields.per_example]) != metrics[task][fields.total]:
+                wrong.append(f"{key} {task} {fields.total} {metrics[task][fields.total]} vs "
+                             f"{sum(metrics[task][fields.per_example])} from {fields.per_example}")
     return Check("unit_scores_make_the_metrics", "the per-window and per-example scores add up to every recorded "
                  "perplexity and correct count", "; ".join(wrong) or f"{len(evaluations)} records agree", not wrong,
                  tuple(a.path for _, a in sorted(evaluations.items())))

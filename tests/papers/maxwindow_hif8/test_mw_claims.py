@@ -238,10 +238,10 @@ def test_accuracy_rows(claim_id, outcome):
     assert claim.estimate.value == pytest.approx(1 - sum(a) / sum(b), rel=1e-12)
     assert claim.estimate.method.startswith("paired bootstrap over 1024 examples (1000 resamples, seed 0")
     assert claim.evidence == (f"eval:{treated}/pretrain", f"eval:{reference}/pretrain")
-    field = "example_correct" if task == "cloze" else "example_correct_norm"
-    assert claim.detail == (f"{task} {field}: {sum(a)} of 1024 for {treated.split('/')[1]} ("
-                            f"{treated.split('/')[0].replace('hif8', 'HiF8').replace('bf16', 'BF16')}) vs 512 of "
-                            f"1024 for {reference.split('/')[1]} (BF16)")
+    metric = "acc" if task == "cloze" else "acc_norm"
+    precision = {"hif8": "HiF8", "bf16": "BF16"}[treated.split("/")[0]]
+    assert claim.detail == (f"{task} {metric}: {sum(a)} of 1024 examples for {treated.split('/')[1]} ({precision}) "
+                            f"vs 512 of 1024 for {reference.split('/')[1]} (BF16)")
 
 
 def test_accuracy_drop_of_a_reference_that_answers_almost_nothing_is_not_testable():
