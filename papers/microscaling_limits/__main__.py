@@ -49,14 +49,38 @@ def tensors(args: argparse.Namespace) -> None:
         source = read_json(metadata).get("source") if metadata.is_file() else None
     else:
         raise ValueError(f"--checkpoint {args.checkpoint!r} is not a model folder (needed for {args.model!r})")
-    write_json(args.out, tensor_cell(args.model, weights, config, config["scales"], source))
+    write_json(args.out, tensor_cell(args.model, weights, config, config["scales"], source, args.include))
 
 
 def ptq_cell(args: argparse.Namespace) -> None:
     from .model_study import model_cell
 
     require_paths({"--model": args.model, "--split": args.split})
-    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split))
+    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split, args.name))
+
+
+def zero_shot_cell(args: argparse.Namespace) -> None:
+    from .model_study import zero_shot_cell as evaluate
+
+    require_paths({"--model": args.model, "--cloze": args.cloze, "--choice": args.choice})
+    write_json(args.out, evaluate(json_object(args.config_json), args.cell, args.model, args.cloze, args.choice,
+                                  args.name))
+
+
+def preregister(args: argparse.Namespace) -> None:
+    from .sweep import preregister as predict
+
+    write_json(args.out, predict(json_object(args.config_json)))
+
+
+def sweep_summary(args: argparse.Namespace) -> None:
+    from .sweep import sweep_summary as summarize
+
+    config = json_object(args.config_json)
+    write_json(args.out, summarize(config["element"], config["points"], read_json(args.preregistered),
+                                   [read_json(p) for p in args.tensors], [read_json(p) for p in args.cells],
+                                   [read_json(p) for p in args.zero_shot],
+                                   json_object(args.evidence_json, "--evidence-json")))
 
 
 def gap_summary(args: argparse.Namespace) -> None:
@@ -82,16 +106,22 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from .claims import model_claims, tensor_claims, theory_claims
+    from common.report import claim_specs, claims_document
 
-    thresholds = json_object(args.config_json)
-    checked = read_json(args.validation)
+    from .claims import paper_claims
+    from .sweep import sweep_points, windows
+
+    config = json_object(args.config_json)
     tensor_cells = [read_json(p) for p in args.tensors]
-    rows = theory_claims(checked, thresholds, args.validation)
-    rows += tensor_claims(tensor_cells, checked, args.tensors)
-    rows += model_claims([read_json(p) for p in args.models], tensor_cells, checked, thresholds,
-                         [*args.models, *args.tensors])
-    write_json(args.out, [c.to_dict() for c in rows])
+    rows, checks = paper_claims(
+        claim_specs(config["claims"]), element=config["element"], preregistered=read_json(args.preregistered),
+        validation=read_json(args.validation), theory_cells=[read_json(p) for p in args.theory],
+        points=sweep_points(config["points"], tensor_cells), tensor_cells=tensor_cells,
+        data=windows(read_json(p) for p in args.cells), zero_shot=[read_json(p) for p in args.zero_shot],
+        bootstrap=json_object(args.evidence_json, "--evidence-json"),
+        sources={"preregistered": [args.preregistered], "validation": [args.validation], "theory": args.theory,
+                 "tensors": args.tensors, "cells": args.cells, "zero_shot": args.zero_shot})
+    write_json(args.out, claims_document(rows, checks))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -102,14 +132,15 @@ def context(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     checked, tensor_cells = read_json(args.validation), [read_json(p) for p in args.tensors]
-    models = [read_json(p) for p in args.models]
+    models, sweep = [read_json(p) for p in args.models], read_json(args.sweep_summary)
     stages = {"theory and simulation (cells)": checked["wall_time_s"]}
     stages |= {f"tensor study, {t['model']}": t["wall_time_s"] for t in tensor_cells}
     stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
+    stages |= {"sweep (tensor studies, perplexity and zero-shot cells)": sweep["wall_time_s"]}
     stages |= training_seconds(args.base_model_metadata)
-    cited = [*args.cited, args.validation, *args.tensors, *args.models, args.claims]
+    cited = [*args.cited, args.validation, *args.tensors, *args.models, args.sweep_summary, args.claims]
     write_json(args.out, build_context(
-        config=config, profile=args.profile, validation=checked, tensors=tensor_cells, models=models,
+        config=config, profile=args.profile, validation=checked, tensors=tensor_cells, models=models, sweep=sweep,
         claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
         rerun_examples=args.rerun_example,
         seeds={"simulation draw": config["simulation"]["seed"], "workflow": args.seed}, stage_seconds=stages))
@@ -126,18 +157,30 @@ def build_parser() -> argparse.ArgumentParser:
         ("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
          [("--config-json", req), ("--cells", many), ("--out", req)]),
         ("tensors", tensors, "measured vs predicted MSE of a model's weight tensors",
-         [("--config-json", req), ("--model", req), ("--checkpoint", {}), ("--out", req)]),
+         [("--config-json", req), ("--model", req), ("--checkpoint", {}),
+          ("--include", {"help": "regex of the module names to study (default: every linear)"}), ("--out", req)]),
         ("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell",
-         [("--config-json", req), ("--cell", req), ("--model", req), ("--split", req), ("--out", req)]),
+         [("--config-json", req), ("--cell", req), ("--model", req), ("--split", req), ("--name", req),
+          ("--out", req)]),
+        ("zero-shot-cell", zero_shot_cell, "cloze and choice accuracy of one (model, variant, block) cell",
+         [("--config-json", req), ("--cell", req), ("--model", req), ("--cloze", req), ("--choice", req),
+          ("--name", req), ("--out", req)]),
+        ("preregister", preregister, "the theory's crossovers for the sweep, from the configuration alone",
+         [("--config-json", req), ("--out", req)]),
+        ("sweep-summary", sweep_summary, "the sweep's perplexities, inversion ratios and zero-shot accuracies",
+         [("--config-json", req), ("--evidence-json", req), ("--preregistered", req), ("--tensors", many),
+          ("--cells", many), ("--zero-shot", many), ("--out", req)]),
         ("gap-summary", gap_summary, "one model's perplexity gaps",
          [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap"]}),
           ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req)]),
-        ("claims", claims, "the claims table",
-         [("--config-json", req), ("--validation", req), ("--tensors", many), ("--models", many), ("--out", req)]),
+        ("claims", claims, "the claims table: rows with intervals and verdicts, implementation checks",
+         [("--config-json", req), ("--evidence-json", req), ("--preregistered", req), ("--validation", req),
+          ("--theory", many), ("--tensors", many), ("--cells", many), ("--zero-shot", many), ("--out", req)]),
         ("context", context, "the report context",
-         [("--validation", req), ("--tensors", many), ("--models", many), *CONTEXT_FLAGS]),
+         [("--validation", req), ("--tensors", many), ("--models", many), ("--sweep-summary", req),
+          *CONTEXT_FLAGS]),
     ])
 
 

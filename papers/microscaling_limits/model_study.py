@@ -1,44 +1,95 @@
-"""Perplexity gap of FP4 weight + activation microscaling vs block size, per scale variant (UE4M3, UE4M3-S,
-UE5M3; :mod:`.settings`), on the Linear layers matching ``model.include`` (every Linear of the transformer
-blocks; lm_head and embeddings stay in full precision). One cell per (model, variant, block size):
-``results/microscaling_limits/ptq/<model>/<element>-<variant>-b<n>.json``, evaluated by
-:func:`common.eval.fake_quant_perplexity`; ``unquantized.json`` is the reference."""
+"""Perplexity and zero-shot cells of FP4 microscaling per scale variant (UE4M3, UE4M3-S, UE5M3; :mod:`.settings`)
+and block size, on the Linear layers matching ``model.include``: every Linear of the transformer blocks for the
+base model's study, the moved linears for a sweep point (:mod:`.sweep`); lm_head and embeddings stay in full
+precision.
+
+A cell name is ``<element>-<variant>-b<n>`` (weights and activations, the activations of each forward pass
+quantized in blocks along the hidden axis) or ``<element>-<variant>-b<n>-weights`` (weights only);
+``unquantized`` is the reference. Perplexity cells
+(``results/microscaling_limits/ptq/<model>/<cell>.json``) are evaluated by
+:func:`common.eval.fake_quant_perplexity` and keep its per-window NLL sums and token counts; zero-shot cells
+(``results/microscaling_limits/zeroshot/<model>/<cell>.json``) score the shared cloze and choice tasks
+(:func:`common.eval.score_cloze`, :func:`common.eval.score_choice`) with each example's correctness, the units of
+a paired bootstrap over examples.
+"""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from common.eval import fake_quant_perplexity, perplexity_gaps
-from common.ptq import QuantRecipe
+from transformers import AutoTokenizer
+
+from common.eval import (
+    describe_model,
+    evaluation_record,
+    fake_quant_perplexity,
+    file_summary,
+    perplexity_gaps,
+    read_task,
+    score_choice,
+    score_cloze,
+)
+from common.models import load_causal_lm
+from common.ptq import QuantRecipe, apply_quantization, select_linears
 
 from .settings import variant_spec
 
 UNQUANTIZED = "unquantized"
-CELL = re.compile(r"(?P<element>[a-z0-9]+)-(?P<variant>[a-z0-9]+)-b(?P<block>[0-9]+)")
+CELL = re.compile(r"(?P<element>[a-z0-9]+)-(?P<variant>[a-z0-9]+)-b(?P<block>[0-9]+)(?P<weights>-weights)?")
 
 
 def parse_cell(cell: str) -> dict[str, Any]:
+    """``{"element", "variant", "block_size", "activations"}`` of a cell name (ValueError naming a bad one)."""
     match = CELL.fullmatch(cell)
     if match is None:
-        raise ValueError(f"cell name {cell!r} is not <element>-<variant>-b<block>")
-    return {"element": match["element"], "variant": match["variant"], "block_size": int(match["block"])}
+        raise ValueError(f"cell name {cell!r} is not <element>-<variant>-b<block>[-weights]")
+    return {"element": match["element"], "variant": match["variant"], "block_size": int(match["block"]),
+            "activations": match["weights"] is None}
 
 
-def model_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, split: str | Path) -> dict[str, Any]:
-    """Evaluation record of one cell (``"unquantized"``: the reference)."""
+def cell_recipe(cell: str) -> QuantRecipe:
+    """The recipe of a (quantized) cell: the variant's spec on the weights, and on the activations unless the
+    cell is weights only."""
+    parts = parse_cell(cell)
+    spec = variant_spec(parts["element"], parts["variant"], parts["block_size"])
+    return QuantRecipe(spec, spec if parts["activations"] else None, cell)
+
+
+def model_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, split: str | Path,
+               name: str) -> dict[str, Any]:
+    """Perplexity record of one cell of model ``name`` (``"unquantized"``: the reference), with ``name``,
+    ``cell`` and the cell's parts (:func:`parse_cell`)."""
     study = config["model"]
-    parts, recipe = {}, None
-    if cell != UNQUANTIZED:
-        parts = parse_cell(cell)
-        spec = variant_spec(parts["element"], parts["variant"], parts["block_size"])
-        recipe = QuantRecipe(spec, spec, cell)
+    parts = {} if cell == UNQUANTIZED else parse_cell(cell)
+    recipe = None if cell == UNQUANTIZED else cell_recipe(cell)
     record = fake_quant_perplexity(model_dir, split, recipe, include=study["include"], window=study["window"],
                                    stride=study["stride"], max_tokens=study["max_tokens"],
                                    batch_size=study["batch_size"])
-    return {"cell": cell, **parts, **record}
+    return {**record, "name": name, "cell": cell, **parts}
+
+
+def zero_shot_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, cloze: str | Path,
+                   choice: str | Path, name: str) -> dict[str, Any]:
+    """Zero-shot record of one quantized cell of model ``name``: ``metrics.cloze`` and ``metrics.choice`` with
+    every example's correctness, ``name``, ``cell`` and the cell's parts."""
+    start = time.perf_counter()
+    study = config["model"]
+    recipe = cell_recipe(cell)
+    model = load_causal_lm(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    layers = select_linears(model, include=study["include"])
+    apply_quantization(model, recipe, layers)
+    tasks = {"cloze": (cloze, read_task(cloze), score_cloze), "choice": (choice, read_task(choice), score_choice)}
+    metrics = {kind: score(model, tokenizer, examples, batch_size=study["batch_size"])
+               for kind, (_, examples, score) in tasks.items()}
+    data = {kind: {**file_summary(path), "examples": len(examples)} for kind, (path, examples, _) in tasks.items()}
+    record = evaluation_record(describe_model(model, model_dir), {"recipe": recipe.to_dict(), "layers": layers},
+                               data, metrics, wall_time_s=time.perf_counter() - start)
+    return {**record, "name": name, "cell": cell, **parse_cell(cell)}
 
 
 def gap_summary(model: str, unquantized: Mapping[str, Any], cells: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

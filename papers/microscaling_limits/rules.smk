@@ -1,10 +1,28 @@
 # Is finer better? (microscaling limits): analytic MSE curves (theory cells), Monte Carlo curves (simulation
 # cells), their comparison with the crossovers, real weight tensors, the perplexity gap per block size and
-# scale variant, figures (one rule each), claims, and the report context that workflow/rules/report.smk
-# renders to reports/microscaling_limits.html. Every cell is a file target, e.g.
+# scale variant, the function-preserving sweep of the base model (pre-registered crossover, tensor studies,
+# perplexity and zero-shot cells per sweep point), figures (one rule each), claims, and the report context that
+# workflow/rules/report.smk renders to reports/microscaling_limits.html. Every cell is a file target, e.g.
 #   results/microscaling_limits/simulation/e2m1-ue4m3-b16-absmax.json
-#   results/microscaling_limits/ptq/small/e2m1-ue5m3-b8.json
+#   results/microscaling_limits/ptq/small/e2m1-ue5m3-b8.json            (every block Linear, weights + activations)
+#   results/microscaling_limits/ptq/small-c0.1/e2m1-ue4m3-b16-weights.json   (sweep point c=0.1, moved weights)
+#   results/microscaling_limits/zeroshot/small-c0.1/e2m1-ue5m3-b16-weights.json
 include: "helpers.smk"
+
+
+from papers.microscaling_limits.sweep import sweep_plan
+
+MSL_SWEEP = sweep_plan(MSL, CFG)  # the sweep points, their cells and the moved linears (papers/.../sweep.py)
+MSL_SWEEP_PTQ = [f"{MSL_DIR}/ptq/{m}/{c}.json" for m, cells in MSL_SWEEP["cells"].items() for c in cells]
+MSL_SWEEP_ZERO_SHOT = [f"{MSL_DIR}/zeroshot/{m}/{c}.json" for m, cells in MSL_SWEEP["zero_shot"].items() for c in cells]
+MSL_SWEEP_TENSORS = [f"{MSL_DIR}/sweep/tensors/{p['model']}.json" for p in MSL_SWEEP["points"]]
+MSL_PREREGISTERED = f"{MSL_DIR}/sweep/preregistered.json"
+# a cell's config: a sweep point (<model>-c<factor>, common.smk) quantizes the moved linears and scores
+# sweep.max_tokens, any other model every block Linear
+MSL_CELL_PARTS = {
+    False: msl_part("model"),
+    True: json_arg({"element": MSL_ELEMENT, "scales": MSL["scales"], "model": MSL_SWEEP["model"]}),
+}
 
 
 rule msl_theory:
@@ -85,7 +103,8 @@ rule msl_tensors:
 
 
 rule msl_ptq_cell:
-    """Perplexity cell: every block Linear's weights and activations in FP4 with one scale variant."""
+    """Perplexity cell: one scale variant and block size in FP4 on the weights (-weights) or the weights and
+    activations of every block Linear (a sweep point: of the moved linears), per-window scores kept."""
     input:
         model=model_dir,
         split=f"data/corpora/{MSL_CORPUS}/{MSL['model']['split']}.jsonl",
@@ -94,15 +113,103 @@ rule msl_ptq_cell:
     log:
         "logs/microscaling_limits/ptq/{model}/{cell}.log",
     wildcard_constraints:
-        cell="unquantized|[a-z0-9]+-[a-z0-9]+-b[0-9]+",
+        cell="unquantized|[a-z0-9]+-[a-z0-9]+-b[0-9]+(-weights)?",
     conda:
         CONDA_ENV
     threads: 1
     params:
-        config=msl_part("model"),
+        config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits ptq-cell --config-json {params.config}"
-        " --cell {wildcards.cell} --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
+        " --cell {wildcards.cell} --model {input.model} --split {input.split} --name {wildcards.model}"
+        " --out {output} > {log} 2>&1"
+
+
+rule msl_zero_shot_cell:
+    """Zero-shot cell: cloze and choice accuracy (each example's correctness kept) of one variant and block size
+    in FP4, weights (-weights) or weights and activations, of the block Linears (a sweep point: the moved ones)."""
+    input:
+        model=model_dir,
+        cloze=f"results/tasks/{MSL_CORPUS}/cloze.jsonl",
+        choice=f"results/tasks/{MSL_CORPUS}/choice.jsonl",
+    output:
+        f"{MSL_DIR}/zeroshot/{{model}}/{{cell}}.json",
+    log:
+        "logs/microscaling_limits/zeroshot/{model}/{cell}.log",
+    wildcard_constraints:
+        cell="[a-z0-9]+-[a-z0-9]+-b[0-9]+(-weights)?",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits zero-shot-cell --config-json {params.config}"
+        " --cell {wildcards.cell} --model {input.model} --cloze {input.cloze} --choice {input.choice}"
+        " --name {wildcards.model} --out {output} > {log} 2>&1"
+
+
+rule msl_preregister:
+    """The theory's crossover sigma* of the claims' block pair n vs 2n (UE4M3, UE5M3) from the configuration
+    alone: no model or data input, so it is fixed before any sweep point exists."""
+    output:
+        MSL_PREREGISTERED,
+    log:
+        "logs/microscaling_limits/sweep/preregistered.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg({"element": MSL_ELEMENT, "sweep": {"block_size": MSL_SWEEP["block_size"]}}),
+    shell:
+        "python -m papers.microscaling_limits preregister --config-json {params.config} --out {output} > {log} 2>&1"
+
+
+rule msl_sweep_tensors:
+    """A sweep point's moved weight tensors: fitted sigma, measured vs predicted MSE at blocks n and 2n."""
+    input:
+        checkpoint=model_dir,
+    output:
+        f"{MSL_DIR}/sweep/tensors/{{model}}.json",
+    log:
+        "logs/microscaling_limits/sweep/tensors/{model}.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=json_arg(
+            {
+                "element": MSL_ELEMENT,
+                "scales": MSL_SWEEP["scales"],
+                "tensors": {"block_sizes": MSL_SWEEP["tensor_blocks"]},
+            }
+        ),
+        include=shlex.quote(MSL_SWEEP["include"]),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits tensors --config-json {params.config}"
+        " --model {wildcards.model} --checkpoint {input.checkpoint} --include {params.include} --out {output}"
+        " > {log} 2>&1"
+
+
+rule msl_sweep_summary:
+    """The sweep's table and figure data: sigma per point, perplexity gaps, ppl(n)/ppl(2n) - 1 with intervals."""
+    input:
+        preregistered=MSL_PREREGISTERED,
+        tensors=MSL_SWEEP_TENSORS,
+        cells=MSL_SWEEP_PTQ,
+        zero_shot=MSL_SWEEP_ZERO_SHOT,
+    output:
+        f"{MSL_DIR}/sweep/summary.json",
+    log:
+        "logs/microscaling_limits/sweep/summary.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg({"element": MSL_ELEMENT, "points": MSL_SWEEP["points"]}),
+        evidence=json_arg(CFG["evidence"]),
+    shell:
+        "python -m papers.microscaling_limits sweep-summary --config-json {params.config}"
+        " --evidence-json {params.evidence} --preregistered {input.preregistered} --tensors {input.tensors}"
+        " --cells {input.cells} --zero-shot {input.zero_shot} --out {output} > {log} 2>&1"
 
 
 rule msl_gap_summary:
@@ -250,11 +357,17 @@ rule msl_figure_gap:
 
 
 rule msl_claims:
-    """The claims table: every claim checked against the artifacts by its stated rule."""
+    """The claims table: every row's estimate with its 95% interval and the verdict by the rule, and the
+    implementation checks (a failed check fails this job)."""
     input:
+        preregistered=MSL_PREREGISTERED,
         validation=f"{MSL_DIR}/validation.json",
-        tensors=expand(f"{MSL_DIR}/tensors/{{model}}.json", model=MSL_TENSOR_MODELS),
-        models=expand(f"{MSL_DIR}/ptq/{{model}}/summary.json", model=MSL_MODELS),
+        theory=expand(
+            f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-{{method}}.json", scale=MSL["scales"], method=MSL["rules"]
+        ),
+        tensors=MSL_SWEEP_TENSORS,
+        cells=MSL_SWEEP_PTQ,
+        zero_shot=MSL_SWEEP_ZERO_SHOT,
     output:
         report(f"{MSL_DIR}/claims.json", caption="report/claims.rst", category="Is finer better?"),
     log:
@@ -262,11 +375,12 @@ rule msl_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=json_arg(MSL["claims"]),
+        config=json_arg({"element": MSL_ELEMENT, "claims": MSL["claims"], "points": MSL_SWEEP["points"]}),
+        evidence=json_arg(CFG["evidence"]),
     shell:
-        "python -m papers.microscaling_limits claims --config-json {params.thresholds}"
-        " --validation {input.validation} --tensors {input.tensors} --models {input.models} --out {output}"
-        " > {log} 2>&1"
+        "python -m papers.microscaling_limits claims --config-json {params.config} --evidence-json {params.evidence}"
+        " --preregistered {input.preregistered} --validation {input.validation} --theory {input.theory}"
+        " --tensors {input.tensors} --cells {input.cells} --zero-shot {input.zero_shot} --out {output} > {log} 2>&1"
 
 
 rule msl_context:
@@ -275,6 +389,7 @@ rule msl_context:
         validation=f"{MSL_DIR}/validation.json",
         tensors=expand(f"{MSL_DIR}/tensors/{{model}}.json", model=MSL_TENSOR_MODELS),
         models=expand(f"{MSL_DIR}/ptq/{{model}}/summary.json", model=MSL_MODELS),
+        sweep=f"{MSL_DIR}/sweep/summary.json",
         claims=f"{MSL_DIR}/claims.json",
         figures=expand(f"{MSL_DIR}/figures/{{figure}}.{{ext}}", figure=MSL_FIGURES, ext=("png", "pdf")),
         theory=expand(
@@ -284,6 +399,7 @@ rule msl_context:
         model_cells=expand(
             f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json", model=MSL_MODELS, cell=["unquantized", *MSL_PTQ_CELLS]
         ),
+        sweep_cells=[MSL_PREREGISTERED, *MSL_SWEEP_TENSORS, *MSL_SWEEP_PTQ, *MSL_SWEEP_ZERO_SHOT],
     output:
         f"{MSL_DIR}/report/context.json",
     log:
@@ -296,9 +412,10 @@ rule msl_context:
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
         metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
-        examples=[f"{MSL_DIR}/ptq/{CFG['base_model']}/{MSL_PTQ_CELLS[0]}.json", MSL_SIM_CELLS[0]],
+        examples=[f"{MSL_DIR}/ptq/{CFG['base_model']}/{MSL_PTQ_CELLS[0]}.json", MSL_SWEEP_PTQ[1], MSL_SIM_CELLS[0]],
     shell:
         "python -m papers.microscaling_limits context --config-json {params.config} --profile {params.profile}"
         " --seed {params.seed} --validation {input.validation} --tensors {input.tensors} --models {input.models}"
-        " --claims {input.claims} --figures {params.pngs} --cited {input.theory} {input.cells} {input.model_cells}"
+        " --sweep-summary {input.sweep} --claims {input.claims} --figures {params.pngs}"
+        " --cited {input.theory} {input.cells} {input.model_cells} {input.sweep_cells}"
         " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

@@ -1,6 +1,7 @@
-"""End to end, microscaling_limits specifics from the session's smoke build (``conftest.py``): the claims it must
-check, theory vs simulation within 2%, one cell reruns alone, and a wrong config value stops the run before any
-work. The checks every report shares are in ``test_reports.py``."""
+"""End to end, microscaling_limits specifics from the session's smoke build (``conftest.py``): every configured
+claim is a row of the claims document, the checks passed, the pre-registration has no model input, theory vs
+simulation within 2%, one cell (of the base study and of a sweep point) reruns alone, and a wrong config value
+stops the run before any work. The checks every report shares are in ``test_reports.py``."""
 
 import json
 import re
@@ -10,15 +11,32 @@ import pytest
 pytestmark = pytest.mark.slow
 PAPER = "microscaling_limits"
 CELL = "results/microscaling_limits/ptq/smoke/e2m1-ue5m3-b8.json"
+SWEEP_CELL = "results/microscaling_limits/ptq/smoke-c0.25/e2m1-ue4m3-b16-weights.json"
+PREREGISTERED = "results/microscaling_limits/sweep/preregistered.json"
 
 
-def test_the_paper_claims_are_all_checked(smoke_build):
-    claims = {c["id"]: c for c in json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())}
-    assert set(claims) >= {"theory_matches_simulation", "zero_block_probability", "narrow_tensors_invert",
-                           "ue5m3_removes_tensor_inversion", "perplexity_inversion",
-                           "ue5m3_removes_perplexity_inversion", "ue5m3_matches_ue4m3s"}
-    assert claims["theory_matches_simulation"]["verdict"] == "reproduced"
-    assert claims["zero_block_probability"]["verdict"] == "reproduced"
+def test_the_paper_claims_are_all_rows(smoke_build):
+    from papers.microscaling_limits.claims import CLAIM_IDS
+
+    document = json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())
+    rows = {c["id"]: c for c in document["claims"]}
+    assert list(rows) == list(CLAIM_IDS)
+    assert all(c["passed"] for c in document["checks"])
+    assert {c["id"] for c in document["checks"]} == {"theory_parts_sum_to_total",
+                                                     "zero_block_probability_reconstruction",
+                                                     "sweep_preserves_function", "sweep_moves_sigma_by_factor"}
+    assert rows["theory_matches_simulation"]["verdict"] == "reproduced"
+    assert rows["sweep_inversion_onset"]["estimate"] is not None  # never untestable: no onset is beyond the grid
+    assert sum(document["counts"].values()) == len(CLAIM_IDS)
+
+
+def test_the_preregistration_has_no_model_input(smoke_build, run_snakemake):
+    dry = run_snakemake(smoke_build, "-n", "--forcerun", PREREGISTERED, "--", PREREGISTERED)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
+    assert dict(jobs) == {"msl_preregister": "1", "total": "1"}
+    prereg = json.loads((smoke_build / PREREGISTERED).read_text())
+    assert 0.015 < prereg["crossover"]["ue4m3"] < 0.017
 
 
 def test_theory_matches_simulation_within_two_percent(smoke_build):
@@ -27,8 +45,9 @@ def test_theory_matches_simulation_within_two_percent(smoke_build):
     assert max(p["relative_error"] for p in validation["points"]) <= 0.02
 
 
-def test_one_cell_reruns_alone(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", CELL, "--", CELL)
+@pytest.mark.parametrize("cell", [CELL, SWEEP_CELL])
+def test_one_cell_reruns_alone(smoke_build, run_snakemake, cell):
+    dry = run_snakemake(smoke_build, "-n", "--forcerun", cell, "--", cell)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {"msl_ptq_cell": "1", "total": "1"}

@@ -6,21 +6,29 @@
   that every ratio :func:`papers.microscaling_limits.curves.validation` computes is exact.
 * :func:`validation_result`, :func:`tensor_summary`, :func:`gap_summary`: the inputs of the claims, figures and
   context, in the formats ``curves.validation``, ``tensors.tensor_cell`` and ``model_study.gap_summary`` write.
+* The sweep (:mod:`papers.microscaling_limits.sweep`): :func:`sweep_models`, :func:`sweep_tensor_cell`,
+  :func:`ppl_record` (planted per-window NLLs whose perplexity ratio to a reference is exact) and
+  :func:`zero_shot_record`.
 """
 
 import copy
+import math
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from common.config import merged
+from common.report import claim_specs
+from papers.microscaling_limits.model_study import parse_cell
 from papers.microscaling_limits.settings import KEY, profile_config
 
 PAPER = Path(__file__).resolve().parents[3] / "papers" / "microscaling_limits"
 SCHEMA = str(PAPER / "config.schema.yaml")
 PROFILES = ("smoke", "default", "full")
-THRESHOLDS = {"relative_error": 0.02, "gap_tolerance": 0.02}
 PARTS = ("non_max", "max_element", "zero_blocks")
+BOOTSTRAP = {"level": 0.95, "resamples": 1000, "seed": 0}
+WINDOWS, WINDOW_TOKENS, BASE_NLL = 64, 16, 3.0  # planted windows: 16 scored tokens each, mean NLL 3 per token
 
 TINY = {
     "theory": {"sigma": {"low": 1.0e-3, "high": 1.0e-1, "points": 3}, "block_sizes": [4, 8],
@@ -84,9 +92,9 @@ def crossover_row(scale, n, sigma, zero_share=0.75, agrees=True, rule="absmax"):
             "simulation_agrees": None if sigma is None else agrees, "drivers": drivers}
 
 
-def zero_block_row(scale, n, theory, simulation, paper):
+def zero_block_row(scale, n, theory, simulation, reconstruction):
     return {"scale": scale, "block_size": n, "sigma": 0.005, "theory": theory, "simulation": simulation,
-            "samples": 2**20, "paper": paper}
+            "samples": 2**20, "reconstruction": reconstruction}
 
 
 def validation_result(fits=None, crossovers=None, zero_block=None, points=None):
@@ -108,7 +116,8 @@ def tensor_summary(model, tensors, blocks=(8, 16)):
             rows.append({"name": name, "shape": (64, 256), "std": std, "scale": scale, "block_size": block,
                          "mse": mse, "relative_mse": relative, "predicted_mse": 1.25 * mse,
                          "predicted_zero_blocks": 0.0, "prediction_error": 0.25})
-        summary.append({"name": name, "scale": scale, "std": std, "inverts": inv, "predicted_inverts": predicted})
+        summary.append({"name": name, "scale": scale, "std": std, "inverts": inv, "predicted_inverts": predicted,
+                        "tie": False})
     return {"model": model, "block_sizes": list(blocks), "inversion_blocks": list(blocks[:2]), "rows": rows,
             "tensors": summary, "wall_time_s": 1.5}
 
@@ -119,3 +128,50 @@ def gap_summary(model, gaps, perplexity=10.0, tokens=8192):
              "perplexity": perplexity + gap, "gap": gap}
             for variant, by_block in gaps.items() for block, gap in by_block.items()]
     return {"model": model, "perplexity": perplexity, "tokens": tokens, "rows": rows, "wall_time_s": 1.0}
+
+
+def specs():
+    """The claim specs of ``config.yaml``."""
+    return claim_specs(raw_config()["claims"])
+
+
+def sweep_models(factors):
+    """Sweep points ``{"model": "m-c<f>", "factor": f}``."""
+    return [{"model": f"m-c{f:g}", "factor": f} for f in factors]
+
+
+def sweep_tensor_cell(model, sigma, tensors=None, pair=(16, 32)):
+    """A sweep tensor cell: ``tensors`` are ``(name, scale, std, inverts, predicted_inverts[, tie])``; default one
+    tensor ``t`` of sigma ``sigma`` per scale, UE4M3 inverting (measured and predicted) below 0.016."""
+    if tensors is None:
+        tensors = [("t", "ue4m3", sigma, sigma < 0.016, sigma < 0.016), ("t", "ue5m3", sigma, False, False)]
+    cell = tensor_summary(model, [t[:5] for t in tensors], blocks=pair)
+    for entry, t in zip(cell["tensors"], tensors, strict=True):
+        entry["tie"] = t[5] if len(t) > 5 else False
+    return cell
+
+
+def offsets(log_ratio, noise=0.0, seed=0):
+    """Per-window NLL offsets whose token-weighted mean is exactly ``log_ratio`` per token: a centred seeded
+    normal draw times ``noise`` (per token) around it."""
+    z = np.random.default_rng(seed).standard_normal(WINDOWS)
+    z -= z.mean()
+    return (log_ratio + noise * z) * WINDOW_TOKENS
+
+
+def ppl_record(model, cell, log_ratio=0.0, noise=0.0, seed=0):
+    """A perplexity cell of ``model``: ``log(ppl / ppl_reference) = log_ratio`` exactly (the reference: offsets 0,
+    identical windows), per-window noise ``noise``."""
+    nll = BASE_NLL * WINDOW_TOKENS + offsets(log_ratio, noise, seed)
+    parts = {} if cell == "unquantized" else parse_cell(cell)
+    return {"name": model, "cell": cell, **parts, "wall_time_s": 0.5,
+            "metrics": {"perplexity": {"window_nll": nll.tolist(), "window_tokens": [WINDOW_TOKENS] * WINDOWS,
+                                       "perplexity": math.exp(float(nll.sum()) / (WINDOW_TOKENS * WINDOWS))}}}
+
+
+def zero_shot_record(model, cell, cloze, choice):
+    """A zero-shot cell with the given per-example correctness (lists of 0/1)."""
+    return {"name": model, "cell": cell, **parse_cell(cell), "wall_time_s": 0.25,
+            "metrics": {"cloze": {"examples": len(cloze), "acc": float(np.mean(cloze)), "example_correct": cloze},
+                        "choice": {"examples": len(choice), "acc_norm": float(np.mean(choice)),
+                                   "example_correct_norm": choice}}}

@@ -1,321 +1,419 @@
-"""The paper's claims: every verdict (reproduced, partly, not reproduced, not testable) of every rule on synthetic
-validation results, tensor cells and perplexity gaps."""
+"""The paper's claims as evidence: every claim function on planted data where the row is reproduced, where it is
+contradicted and where it is inconclusive (the verdict follows the data both ways), when it is not testable, and
+the implementation checks that fail the build."""
 
 import math
 
+import numpy as np
 import pytest
 from msl_testing import (
-    THRESHOLDS,
+    BOOTSTRAP,
     crossover_row,
     fit,
-    gap_summary,
-    tensor_summary,
+    ppl_record,
+    specs,
+    sweep_models,
+    sweep_tensor_cell,
     validation_result,
     zero_block_row,
+    zero_shot_record,
 )
 
+from common.report import ImplementationCheckFailed, claims_document
 from common.theory import zero_block_probability
-from papers.microscaling_limits.claims import model_claims, tensor_claims, theory_claims
+from papers.microscaling_limits import claims as msl
+from papers.microscaling_limits.sweep import grid_position, sweep_points, windows
 
-THEORY_IDS = ["theory_matches_simulation", "zero_blocks_drive_reversal", "zero_block_probability"]
-TENSOR_IDS = ["narrow_tensors_invert", "ue5m3_removes_tensor_inversion"]
-MODEL_IDS = ["perplexity_inversion", "ue5m3_removes_perplexity_inversion", "ue5m3_matches_ue4m3s"]
-R, P, N, T = "reproduced", "partly", "not reproduced", "not testable at this scale"
-EVIDENCE = "results/microscaling_limits/validation.json"
-PAPER = {4: 0.33, 8: 0.11, 16: 0.012, 32: 1.5e-4}
-
-
-def theory(validation, thresholds=THRESHOLDS):
-    claims = theory_claims(validation, thresholds, EVIDENCE)
-    assert [c.id for c in claims] == THEORY_IDS
-    assert all(c.evidence == (EVIDENCE,) for c in claims)
-    return {c.id: c for c in claims}
+R, C, INC, T = "reproduced", "contradicted", "inconclusive", "not testable at this scale"
+SIGMAS = (0.04, 0.02, 0.01, 0.005)  # the planted sweep: sigma* = 0.016 lies between the 2nd and 3rd point
+STAR = 0.016
+PAIR = (16, 32)
+MODELS = sweep_models([s / SIGMAS[0] for s in SIGMAS])  # m-c1, m-c0.5, m-c0.25, m-c0.125
+CELLS = ["unquantized", *(f"e2m1-{v}-b{b}-weights" for v in ("ue4m3", "ue4m3s", "ue5m3") for b in PAIR),
+         *(f"e2m1-{v}-b16" for v in ("ue4m3", "ue4m3s", "ue5m3"))]
+SPECS = specs()
+SOURCES = ("results/x.json",)
+NOISY = 0.3  # per-token noise that makes a zero effect straddle
 
 
-def zero_rows(shift=None, theory_of=None):
-    """The UE4M3 zero-block rows with the real theory; simulation = theory + shift[n]; a UE5M3 row (no paper)."""
+@pytest.fixture(scope="module")
+def points():
+    return sweep_points(MODELS, [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)])
+
+
+def data(planted):
+    """Windows of every cell of every point: ``planted[(point index, cell)] = (log ratio, noise)`` to the
+    reference offsets 0 (each cell its own noise draw)."""
+    records = [ppl_record(m["model"], cell, *planted.get((i, cell), (0.0, 0.0)), seed=10 * i + j)
+               for i, m in enumerate(MODELS) for j, cell in enumerate(CELLS)]
+    return windows(records)
+
+
+def ue4(*values):
+    """UE4M3 weights-only block-16 cells with log ratios ``values`` (one per point) to block 32."""
+    return {(i, "e2m1-ue4m3-b16-weights"): v if isinstance(v, tuple) else (v, 0.01) for i, v in enumerate(values)}
+
+
+# ------------------------------------------------------------------------------------------ sweep_inversion_onset
+def onset(points, planted, sigma_star=STAR):
+    return msl.onset_claim(SPECS["sweep_inversion_onset"], points, data(planted), "e2m1", PAIR, sigma_star,
+                           BOOTSTRAP, SOURCES)
+
+
+def test_grid_position_of_the_planted_crossover(points):
+    assert grid_position([p["sigma"] for p in points], STAR) == pytest.approx(1 + math.log2(0.02 / STAR))
+
+
+@pytest.mark.parametrize(("values", "steps", "verdict"), [
+    ((-0.05, -0.05, 0.1, 0.1), 1 + math.log2(0.02 / STAR) - 2, R),  # onset: the first point below sigma*
+    ((-0.05, 0.1, 0.1, 0.1), 1 + math.log2(0.02 / STAR) - 1, R),  # onset: the last point above it
+    ((-0.05, -0.05, -0.05, 0.1), 1 + math.log2(0.02 / STAR) - 3, C),  # one step too narrow
+    ((0.1, 0.1, 0.1, 0.1), 1 + math.log2(0.02 / STAR), C),  # the widest point inverts: too wide
+    ((-0.05, -0.05, -0.05, -0.05), 1 + math.log2(0.02 / STAR) - 4, C),  # no onset: beyond the grid, not untestable
+])
+def test_onset_follows_the_data(points, values, steps, verdict):
+    claim = onset(points, ue4(*values))
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx(steps)
+    assert claim.estimate.low == claim.estimate.high == pytest.approx(steps)  # every resample: the same onset
+    assert claim.evidence == SOURCES
+
+
+def test_onset_inconclusive_when_the_point_below_sigma_star_straddles(points):
+    claim = onset(points, ue4(-0.05, -0.05, (0.0, NOISY), 0.1))
+    assert claim.verdict == INC
+    position = 1 + math.log2(0.02 / STAR)
+    assert claim.estimate.low == pytest.approx(position - 3)
+    assert claim.estimate.high == pytest.approx(position - 2)
+
+
+def test_onset_detail_names_each_point(points):
+    claim = onset(points, ue4(-0.05, -0.05, 0.1, 0.1))
+    assert claim.detail.startswith("sigma* = 0.016 (pre-registered) at sweep position 1.32; onset at c=0.25 "
+                                   "(sigma 0.01); UE4M3 ppl(16)/ppl(32) - 1: c=1 (sigma 0.04) -4.88% [")
+
+
+def test_a_tie_is_no_inversion(points):
+    """Every block zero at both sizes: identical perplexities (ratio exactly 0) do not start the inversion."""
+    claim = onset(points, ue4(-0.05, -0.05, 0.1, (0.0, 0.0)))
+    assert claim.estimate.value == pytest.approx(1 + math.log2(0.02 / STAR) - 2)
+
+
+def test_onset_not_testable_without_a_crossover_or_steps(points):
+    assert onset(points, {}, sigma_star=None).verdict == T
+    assert "no UE4M3 crossover of blocks 16 vs 32" in onset(points, {}, sigma_star=None).reason
+    claim = msl.onset_claim(SPECS["sweep_inversion_onset"], points[:1], data({}), "e2m1", PAIR, STAR, BOOTSTRAP,
+                            SOURCES)
+    assert (claim.verdict, claim.reason) == (T, "sweep steps need at least 2 sweep points, got 1")
+
+
+# ---------------------------------------------------------------------------------------- sweep_wide_no_inversion
+def wide(points, planted, sigma_star=STAR):
+    return msl.wide_claim(SPECS["sweep_wide_no_inversion"], points, data(planted), "e2m1", PAIR, sigma_star,
+                          BOOTSTRAP, SOURCES)
+
+
+@pytest.mark.parametrize(("first", "verdict"), [(-0.05, R), (0.05, C), ((0.0, NOISY), INC)])
+def test_wide_point_follows_the_data(points, first, verdict):
+    claim = wide(points, ue4(first, 0.1, 0.1, 0.1))
+    assert claim.verdict == verdict
+    value = first[0] if isinstance(first, tuple) else first
+    assert claim.estimate.value == pytest.approx(math.expm1(value))
+
+
+def test_wide_point_not_testable_when_no_point_is_wider_than_sigma_star(points):
+    claim = wide(points, {}, sigma_star=0.05)
+    assert (claim.verdict, claim.reason) == (T, "no sweep point is wider than the UE4M3 crossover sigma* = 0.05")
+
+
+# --------------------------------------------------------------------------------------- sweep_ue5m3_no_inversion
+def ue5_claim(points, planted, sigma_star=STAR):
+    return msl.ue5m3_inversion_claim(SPECS["sweep_ue5m3_no_inversion"], points, data(planted), "e2m1", PAIR,
+                                     sigma_star, BOOTSTRAP, SOURCES)
+
+
+def ue5(*values):
+    return {(i, "e2m1-ue5m3-b16-weights"): v if isinstance(v, tuple) else (v, 0.01) for i, v in enumerate(values)}
+
+
+@pytest.mark.parametrize(("values", "verdict"), [
+    ((0.1, 0.1, -0.02, -0.02), R),  # the points above sigma* do not count
+    ((-0.02, -0.02, -0.02, 0.05), C),
+    ((-0.02, -0.02, -0.02, (0.005, NOISY)), INC),
+])
+def test_ue5m3_no_inversion_follows_the_data(points, values, verdict):
+    claim = ue5_claim(points, ue5(*values))
+    assert claim.verdict == verdict
+    assert claim.detail.startswith("UE5M3 ppl(16)/ppl(32) - 1 at the 2 points at or below sigma* = 0.016: c=0.25")
+
+
+def test_ue5m3_no_inversion_not_testable_without_narrow_points(points):
+    claim = ue5_claim(points, {}, sigma_star=0.001)
+    assert (claim.verdict, claim.reason) == (T, "no sweep point at or below the UE4M3 crossover sigma*")
+
+
+# ----------------------------------------------------------------------------------- ue5m3_matches_ue4m3s_perplexity
+def equivalence(points, planted, weights_only=True):
+    cid = "ue5m3_matches_ue4m3s_perplexity" + ("" if weights_only else "_activations")
+    return msl.equivalence_claim(SPECS[cid], points, data(planted), "e2m1", 16, weights_only, BOOTSTRAP, SOURCES)
+
+
+@pytest.mark.parametrize(("values", "verdict"), [
+    ((0.002, -0.002, 0.003, -0.001), R),
+    ((0.002, -0.05, 0.003, -0.001), C),  # one point far off, in either direction
+    ((0.002, -0.002, (0.01, NOISY), -0.001), INC),
+])
+def test_equivalence_follows_the_data(points, values, verdict):
+    planted = {(i, "e2m1-ue5m3-b16-weights"): v if isinstance(v, tuple) else (v, 0.001) for i, v in enumerate(values)}
+    claim = equivalence(points, planted)
+    assert claim.verdict == verdict
+    assert claim.estimate.low >= 0  # a largest absolute difference
+    assert equivalence(points, planted, weights_only=False).verdict == R  # the W+A cells are untouched
+
+
+def test_equivalence_with_activations_reads_the_activation_cells(points):
+    planted = {(1, "e2m1-ue4m3s-b16"): (0.05, 0.001)}  # UE4M3-S worse: |ppl_ue5 / ppl_ue4s - 1| = 1 - e^-0.05
+    claim = equivalence(points, planted, weights_only=False)
+    assert claim.verdict == C
+    assert claim.estimate.value == pytest.approx(-math.expm1(-0.05))
+    assert equivalence(points, planted).verdict == R
+
+
+# ------------------------------------------------------------------------------------------- zero-shot equivalence
+def zero_shot(task, ue5_cloze, ue4s_cloze, ue5_choice=None, ue4s_choice=None, points_=None):
+    records = []
+    for m in MODELS[2:]:  # the two narrowest points
+        records += [zero_shot_record(m["model"], "e2m1-ue5m3-b16-weights", ue5_cloze, ue5_choice or ue5_cloze),
+                    zero_shot_record(m["model"], "e2m1-ue4m3s-b16-weights", ue4s_cloze, ue4s_choice or ue4s_cloze)]
+    return msl.zero_shot_claim(SPECS[f"ue5m3_matches_ue4m3s_{task}"], task, points_, records, "e2m1", 16,
+                               BOOTSTRAP, SOURCES)
+
+
+def answers(correct, n=200, seed=0):
+    out = np.zeros(n, dtype=int)
+    out[np.random.default_rng(seed).permutation(n)[:correct]] = 1
+    return out.tolist()
+
+
+@pytest.mark.parametrize(("flip", "verdict"), [(0, R), (40, C), (6, INC)])
+def test_zero_shot_follows_the_data(points, flip, verdict):
+    """UE5M3 right on ``flip`` more examples than UE4M3-S (same answers otherwise): difference flip / 200."""
+    base = answers(100)
+    better = list(base)
+    wrong = [i for i, a in enumerate(base) if a == 0]
+    for i in wrong[:flip]:
+        better[i] = 1
+    if verdict == INC:  # discordant both ways: a 3-point difference with sampling noise
+        for i in [i for i, a in enumerate(base) if a == 1][:6]:
+            better[i] = 0
+        for i in wrong[flip:2 * flip]:
+            better[i] = 1
+    claim = zero_shot("cloze", better, base, points_=points)
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx(abs(sum(better) - sum(base)) / 200)
+    assert claim.detail.startswith("cloze accuracy, 200 examples, UE5M3 vs UE4M3-S at block 16: c=0.25 (sigma 0.01)")
+
+
+def test_zero_shot_tasks_read_their_own_scores(points):
+    same, off = answers(100), answers(150, seed=1)
+    assert zero_shot("cloze", same, same, off, same, points).verdict == R
+    assert zero_shot("choice", same, same, off, same, points).verdict == C
+
+
+def test_zero_shot_not_testable_without_cells(points):
+    claim = msl.zero_shot_claim(SPECS["ue5m3_matches_ue4m3s_cloze"], "cloze", points, [], "e2m1", 16, BOOTSTRAP,
+                                SOURCES)
+    assert claim.verdict == T
+    assert claim.reason.startswith("no sweep point has both zero-shot cells")
+
+
+# --------------------------------------------------------------------------------------------------------- tensors
+def tensor_rows(ue4, ue5=()):
+    """One cell of UE4M3 tensors ``(inverts, predicted[, tie])`` and UE5M3 tensors ``(name index, inverts)``."""
+    tensors = [(f"t{i}", "ue4m3", 0.01, *spec) for i, spec in enumerate(ue4)]
+    tensors += [(f"t{i}", "ue5m3", 0.01, inv, False) for i, inv in ue5]
+    return msl.tensor_claims(SPECS, [sweep_tensor_cell("m-c1", 0.01, tensors)], PAIR, 0.95, SOURCES)
+
+
+def tensor_verdicts(ue4, ue5=()):
+    return {c.id: c.verdict for c in tensor_rows(ue4, ue5)}
+
+
+@pytest.mark.parametrize(("narrow", "verdict"), [(60, R), (0, C), (9, INC)])
+def test_narrow_tensors_follow_the_data(narrow, verdict):
+    """``narrow`` tensors predicted to invert do (of 60; 9: of 10)."""
+    total = 10 if verdict == INC else 60
+    ue4 = [(k < narrow, True) for k in range(total)]
+    claims = {c.id: c for c in tensor_rows(ue4)}
+    assert claims["sweep_narrow_tensors_invert"].verdict == verdict
+    assert claims["sweep_narrow_tensors_invert"].estimate.value == narrow / total
+    assert claims["sweep_wide_tensors_do_not_invert"].verdict == T  # nothing predicted on the wide side
+
+
+@pytest.mark.parametrize(("steady", "verdict"), [(60, R), (0, C), (9, INC)])
+def test_wide_tensors_follow_the_data(steady, verdict):
+    total = 10 if verdict == INC else 60
+    ue4 = [(k >= steady, False) for k in range(total)]
+    assert tensor_verdicts(ue4)["sweep_wide_tensors_do_not_invert"] == verdict
+
+
+@pytest.mark.parametrize(("kept", "verdict"), [(60, R), (0, C), (9, INC)])
+def test_ue5m3_tensors_follow_the_data(kept, verdict):
+    total = 10 if verdict == INC else 60
+    ue4 = [(True, True)] * total
+    ue5 = [(k, k >= kept) for k in range(total)]
+    assert tensor_verdicts(ue4, ue5)["sweep_ue5m3_tensors_do_not_invert"] == verdict
+
+
+def test_ties_are_left_out():
+    ue4 = [(True, True)] * 60 + [(False, True, True)] * 30  # 30 zeroed tensors: no comparison
+    claims = {c.id: c for c in tensor_rows(ue4)}
+    assert claims["sweep_narrow_tensors_invert"].verdict == R
+    assert claims["sweep_narrow_tensors_invert"].detail == (
+        "60 of 60 tensors the theory predicts to invert with UE4M3 (MSE at block 16 > block 32) invert (sigma "
+        "0.01-0.01); 30 UE4M3 ties (every block zero at both sizes) left out")
+    assert claims["sweep_narrow_tensors_invert"].estimate.method == (
+        "Clopper-Pearson exact binomial interval over 60 tensors")
+
+
+def test_tensor_rows_not_testable_without_predicted_inversions():
+    claims = {c.id: c for c in tensor_rows([(False, False)] * 60)}
+    assert claims["sweep_narrow_tensors_invert"].verdict == T
+    assert claims["sweep_ue5m3_tensors_do_not_invert"].verdict == T
+    assert claims["sweep_wide_tensors_do_not_invert"].verdict == R
+
+
+# ---------------------------------------------------------------------------------------------- theory rows
+def resolved_points(error, se, extra=()):
+    return [{"relative_error": error, "simulation_relative_se": se} for _ in range(10)] + list(extra)
+
+
+@pytest.mark.parametrize(("error", "verdict"), [(0.001, R), (0.05, C), (0.019, INC)])
+def test_theory_matches_simulation_follows_the_data(error, verdict):
+    unresolved = [{"relative_error": 0.5, "simulation_relative_se": 0.1}]  # rare zero blocks: not resolved
+    validation = validation_result(fits={"ue4m3": fit()}, points=resolved_points(error, 0.002, unresolved))
+    claim = msl.theory_match_claim(SPECS["theory_matches_simulation"], validation, 0.95, SOURCES)
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx(error)
+    assert claim.estimate.high - claim.estimate.value == pytest.approx(1.959964 * 0.002, rel=1e-6)
+
+
+def test_theory_matches_simulation_not_testable_without_resolved_points():
+    validation = validation_result(points=[{"relative_error": 0.5, "simulation_relative_se": 0.1}])
+    assert msl.theory_match_claim(SPECS["theory_matches_simulation"], validation, 0.95, SOURCES).verdict == T
+
+
+def preregistered(zero_share=0.75, crossover=STAR):
+    rest = (1 - zero_share) / 2
+    drivers = None if crossover is None else {"sigma": crossover / 1.2, "non_max": rest, "max_element": rest,
+                                              "zero_blocks": zero_share}
+    return {"pair": list(PAIR), "crossover": {"ue4m3": crossover, "ue5m3": None},
+            "drivers": {"ue4m3": drivers, "ue5m3": None}}
+
+
+@pytest.mark.parametrize(("share", "verdict"), [(0.75, R), (4.3e-6, C), (0.5, INC)])  # 0.5 touches: straddles
+def test_zero_blocks_drive_reversal_follows_the_theory(share, verdict):
+    claim = msl.zero_block_claim(SPECS["zero_blocks_drive_reversal"], preregistered(share), SOURCES)
+    assert claim.verdict == verdict
+    assert claim.estimate.method == "exact (the theory by numerical integration)"
+
+
+def test_zero_blocks_not_testable_without_a_crossover():
+    claim = msl.zero_block_claim(SPECS["zero_blocks_drive_reversal"], preregistered(crossover=None), SOURCES)
+    assert (claim.verdict, claim.reason) == (T, "the theory has no UE4M3 crossover of blocks 16 vs 32")
+
+
+# ------------------------------------------------------------------------------------------------------- checks
+RECONSTRUCTION = {4: 0.33, 8: 0.11, 16: 0.012, 32: 1.5e-4}
+
+
+def zero_rows(shift=0.0, theory=None):
     rows = []
-    for n, paper in PAPER.items():
-        value = zero_block_probability(0.005, n) if theory_of is None else theory_of(n)
-        rows.append(zero_block_row("ue4m3", n, value, value + (shift or {}).get(n, 0.0), paper))
-    rows.append(zero_block_row("ue5m3", 4, 0.0, 0.5, None))  # no paper number: not checked
-    return rows
+    for n, value in RECONSTRUCTION.items():
+        t = zero_block_probability(0.005, n) if theory is None else theory(n)
+        rows.append(zero_block_row("ue4m3", n, t, t + shift * math.sqrt(t * (1 - t) / (2**20 / n)), value))
+    return [*rows, zero_block_row("ue5m3", 4, 0.0, 0.5, None)]  # no reconstruction: not checked
 
 
-# ------------------------------------------------------------------------------------- theory_matches_simulation
-@pytest.mark.parametrize(("fits", "expected"), [
-    ({"ue4m3": fit(), "ue5m3": fit()}, R),
-    ({"ue4m3": fit(resolved=0.02, max_z=5.0), "ue5m3": fit()}, R),  # both limits are inclusive
-    ({"ue4m3": fit(max_relative_error=0.5), "ue5m3": fit()}, R),  # unresolved points only count via z
-    ({"ue4m3": fit(), "ue5m3": fit(max_z=5.5)}, P),
-    ({"ue4m3": fit(resolved=0.0201), "ue5m3": fit()}, P),
-    ({"ue4m3": fit(resolved=0.03), "ue5m3": fit(max_z=6.0)}, N),
-    ({}, T),
+def theory_cell(parts=(0.5, 0.25, 0.25), total=1.0):
+    return {"rows": [dict(zip(("non_max", "max_element", "zero_blocks"), parts, strict=True), total=total)]}
+
+
+@pytest.mark.parametrize(("cells", "rows", "passed"), [
+    ([theory_cell()], zero_rows(3.9), (True, True)),  # the simulation within 4 standard errors
+    ([theory_cell(total=1.001)], zero_rows(), (False, True)),
+    ([theory_cell()], zero_rows(4.1), (True, False)),
+    ([theory_cell()], zero_rows(theory=lambda n: 2 * RECONSTRUCTION[n]), (True, False)),
+    ([theory_cell()], [], (True, False)),
 ])
-def test_theory_matches_simulation(fits, expected):
-    claim = theory(validation_result(fits=fits))["theory_matches_simulation"]
-    assert claim.verdict == expected
+def test_theory_checks(cells, rows, passed):
+    checks = msl.theory_checks(cells, validation_result(zero_block=rows), ["t.json"], "v.json")
+    assert [c.id for c in checks] == ["theory_parts_sum_to_total", "zero_block_probability_reconstruction"]
+    assert tuple(c.passed for c in checks) == passed
+    assert "not the paper's numbers" in checks[1].statement
 
 
-def test_theory_matches_simulation_threshold_is_configurable():
-    fits = {"ue4m3": fit(resolved=0.03)}
-    assert theory(validation_result(fits=fits))["theory_matches_simulation"].verdict == N
-    loose = {**THRESHOLDS, "relative_error": 0.05}
-    claim = theory(validation_result(fits=fits), loose)["theory_matches_simulation"]
-    assert claim.verdict == R
-    assert claim.rule.startswith("reproduced iff |theory/simulation - 1| <= 5% at every simulated")
+def test_a_failed_check_stops_the_document():
+    checks = msl.theory_checks([theory_cell(total=2.0)], validation_result(zero_block=zero_rows()), ["t.json"],
+                               "v.json")
+    with pytest.raises(ImplementationCheckFailed, match=r"theory_parts_sum_to_total"):
+        claims_document([], checks)
 
 
-def test_theory_matches_simulation_measured():
-    claim = theory(validation_result(fits={"ue4m3": fit(), "ue5m3": fit(resolved=0.005, max_z=1.25, chi2=4e-8)}))[
-        "theory_matches_simulation"]
-    assert claim.measured == (
-        "UE4M3: largest relative error 1.50% over the 3 of 4 points the simulation resolves (all points: 25.00%, at "
-        "most 2.0 standard errors), chi2 3.1e-08; UE5M3: largest relative error 0.50% over the 3 of 4 points the "
-        "simulation resolves (all points: 25.00%, at most 1.2 standard errors), chi2 4.0e-08")
-    assert claim.rule.startswith("reproduced iff |theory/simulation - 1| <= 2% at every simulated")
+def sweep_check(points, planted, cells=None):
+    cells = cells or [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)]
+    return {c.id: c for c in msl.sweep_checks(points, data(planted), cells, SOURCES)}
 
 
-def test_theory_matches_simulation_without_resolved_points():
-    fits = {"ue4m3": fit(), "ue5m3": fit(resolved=None, resolved_points=0)}
-    assert theory(validation_result(fits=fits))["theory_matches_simulation"].verdict == P
+def test_sweep_checks_pass_on_a_faithful_sweep(points):
+    checks = sweep_check(points, {})
+    assert all(c.passed for c in checks.values())
+    assert checks["sweep_preserves_function"].measured.startswith("c=1: 20.0855, c=0.5: 20.0855")
 
 
-# ------------------------------------------------------------------------------------ zero_blocks_drive_reversal
-@pytest.mark.parametrize(("crossovers", "expected"), [
-    ([crossover_row("ue4m3", 4, 0.024, 0.75), crossover_row("ue4m3", 8, 0.019, 0.625)], R),
-    ([crossover_row("ue4m3", 4, 0.024, 0.75), crossover_row("ue4m3", 8, 0.019, 0.5)], P),  # half is not more
-    ([crossover_row("ue4m3", 4, 0.024, 0.094), crossover_row("ue4m3", 8, 0.019, 0.0026)], N),
-    ([crossover_row("ue4m3", 4, None), crossover_row("ue5m3", 4, 9.4e-5, 0.75)], T),  # UE4M3 without drivers
-    ([crossover_row("ue5m3", 4, 9.4e-5, 0.0)], T),  # only UE4M3 counts
-    ([crossover_row("ue4m3", 4, 0.024, 0.75), crossover_row("ue5m3", 4, 9.4e-5, 0.0)], R),
-])
-def test_zero_blocks_drive_reversal(crossovers, expected):
-    claim = theory(validation_result(crossovers=crossovers))["zero_blocks_drive_reversal"]
-    assert claim.verdict == expected
+def test_sweep_checks_catch_a_changed_function_and_a_wrong_sigma(points):
+    assert not sweep_check(points, {(2, "unquantized"): (0.01, 0.0)})["sweep_preserves_function"].passed
+    cells = [sweep_tensor_cell(m["model"], s * (1.001 if i == 3 else 1)) for i, (m, s)
+             in enumerate(zip(MODELS, SIGMAS, strict=True))]
+    assert not sweep_check(points, {}, cells)["sweep_moves_sigma_by_factor"].passed
 
 
-def test_zero_blocks_drive_reversal_measured():
-    claims = theory(validation_result(crossovers=[crossover_row("ue4m3", 4, 0.024, 0.75)]))
-    assert claims["zero_blocks_drive_reversal"].measured == (
-        "n=4 vs 8 at sigma 0.02: zero blocks 75%, max element 12%, non-max 12% of MSE(n) - MSE(2n)")
-    assert theory(validation_result())["zero_blocks_drive_reversal"].measured == "no UE4M3 crossover"
+# ------------------------------------------------------------------------------------------------ all the claims
+def all_claims(points, planted, **overrides):
+    cells = [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)]
+    zero = [zero_shot_record(m["model"], c, [1, 0, 1, 0], [0, 1, 1, 0]) for m in MODELS[2:]
+            for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
+    inputs = {"element": "e2m1", "preregistered": preregistered(4.3e-6),
+              "validation": validation_result(zero_block=zero_rows(),
+                                              crossovers=[crossover_row("ue4m3", 16, STAR)],
+                                              points=resolved_points(0.001, 0.002)),
+              "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells, "data": data(planted),
+              "zero_shot": zero, "bootstrap": BOOTSTRAP,
+              "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "theory", "tensors", "cells",
+                                                      "zero_shot")}}
+    return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
 
 
-# ---------------------------------------------------------------------------------------- zero_block_probability
-def test_zero_block_probability_reproduced_by_the_real_theory():
-    claim = theory(validation_result(zero_block=zero_rows()))["zero_block_probability"]
-    assert claim.verdict == R
-    assert claim.measured == ("n=4: theory 0.33, simulation 0.33, n=8: theory 0.11, simulation 0.11, n=16: theory "
-                              "0.012, simulation 0.012, n=32: theory 0.00015, simulation 0.00015")
+def test_every_configured_claim_is_computed_in_order(points):
+    rows, checks = all_claims(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)})
+    assert [c.id for c in rows] == list(msl.CLAIM_IDS) == list(SPECS)
+    verdicts = {c.id: c.verdict for c in rows}
+    assert verdicts.pop("zero_blocks_drive_reversal") == C  # the theory: the max element drives the reversal
+    assert verdicts.pop("sweep_wide_tensors_do_not_invert") == INC  # 2 tensors cannot show 90%
+    assert verdicts.pop("sweep_narrow_tensors_invert") == INC
+    assert verdicts.pop("sweep_ue5m3_tensors_do_not_invert") == INC
+    assert set(verdicts.values()) == {R}
+    document = claims_document(rows, checks)
+    assert document["counts"] == {R: 8, C: 1, INC: 3, T: 0}
+    assert [c["id"] for c in document["checks"]] == ["theory_parts_sum_to_total",
+                                                     "zero_block_probability_reconstruction",
+                                                     "sweep_preserves_function", "sweep_moves_sigma_by_factor"]
+    by_id = {c.id: c for c in rows}
+    assert by_id["sweep_inversion_onset"].evidence == ("preregistered.json", "tensors.json", "cells.json")
+    assert by_id["ue5m3_matches_ue4m3s_cloze"].evidence == ("tensors.json", "zero_shot.json")
 
 
-def four_se(n):
-    t = zero_block_probability(0.005, n)
-    return 4 * math.sqrt(t * (1 - t) / (2**20 / n))
-
-
-@pytest.mark.parametrize(("rows", "expected"), [
-    (lambda: zero_rows({4: 0.99 * four_se(4), 32: -0.99 * four_se(32)}), R),
-    (lambda: zero_rows({4: 1.01 * four_se(4)}), P),  # simulation beyond 4 standard errors
-    (lambda: zero_rows(theory_of=lambda n: 2 * PAPER[n]), N),  # theory not the paper's numbers
-    (lambda: zero_rows(theory_of=lambda n: PAPER[n] * 1.01), R),  # 0.3333, 0.1111, 0.01212, 1.515e-4: 2 digits
-    (lambda: zero_rows(theory_of=lambda n: PAPER[n] * 1.04), P),  # 0.3432 -> 0.34 and 1.56e-4 -> 0.00016 differ
-    (lambda: [r for r in zero_rows() if r["paper"] is None], T),
-    (lambda: [], T),
-])
-def test_zero_block_probability(rows, expected):
-    claim = theory(validation_result(zero_block=rows()))["zero_block_probability"]
-    assert claim.verdict == expected
-
-
-# -------------------------------------------------------------------------------------------------------- tensors
-NARROW, WIDE = 2**-8, 2**-5  # sigma 0.0039 and 0.031: binary fractions, so 1.5 x ratios are exact
-UE5_CROSSOVER = [crossover_row("ue5m3", 8, 7.6e-5), crossover_row("ue5m3", 16, 0.5)]  # block 16 ignored
-
-
-def tensors_claims(cells, crossovers=UE5_CROSSOVER):
-    claims = tensor_claims(cells, validation_result(crossovers=crossovers), ["t/base.json", "t/minilm.json"])
-    assert [c.id for c in claims] == TENSOR_IDS
-    assert all(c.evidence == ("t/base.json", "t/minilm.json") for c in claims)
-    return {c.id: c for c in claims}
-
-
-def planted(ue5_narrow_inverts=False):
-    """base: a narrow tensor that inverts with UE4M3 (as predicted), a wide one that does not; minilm: wide."""
-    return [tensor_summary("base", [("a.weight", "ue4m3", NARROW, True, True),
-                                    ("a.weight", "ue5m3", NARROW, ue5_narrow_inverts, False),
-                                    ("b.weight", "ue4m3", WIDE, False, False),
-                                    ("b.weight", "ue5m3", WIDE, False, False)]),
-            tensor_summary("minilm", [("c.weight", "ue4m3", 2 * WIDE, False, False)])]
-
-
-def test_tensor_claims_reproduced():
-    claims = tensors_claims(planted())
-    assert {cid: c.verdict for cid, c in claims.items()} == dict.fromkeys(TENSOR_IDS, R)
-    assert claims["narrow_tensors_invert"].measured == (
-        "1 of 3 tensors invert (MSE at block 8 > block 16) with UE4M3; sigma of inverting tensors [0.00391, "
-        "0.00391], of the others [0.0312, 0.0625]; theory predicts the measured behaviour for 3 of 3")
-    assert claims["ue5m3_removes_tensor_inversion"].measured == (
-        "0 of 2 tensors invert with UE5M3; theory's UE5M3 crossover at block 8: sigma 7.6e-05 vs the narrowest "
-        "tensor's 0.0039")
-
-
-def tensor_rows(*specs):
-    """One cell from (std, inverts, predicted_inverts) UE4M3 tensors."""
-    return [tensor_summary("m", [(f"t{i}.weight", "ue4m3", std, inv, pred)
-                                 for i, (std, inv, pred) in enumerate(specs)])]
-
-
-@pytest.mark.parametrize(("cells", "expected"), [
-    (tensor_rows((NARROW, True, True), (WIDE, False, False)), R),
-    (tensor_rows((1.5 * NARROW, True, True), (NARROW, False, False)), P),  # inverting not < 1.5 x steady
-    (tensor_rows((1.5 * NARROW - 2**-20, True, True), (NARROW, False, False)), R),  # slightly wider is fine
-    # 9 of 10 predicted: >= 90%
-    (tensor_rows((NARROW, True, False), *[(WIDE, False, False)] * 9), R),
-    (tensor_rows((NARROW, True, False), (NARROW, True, False), *[(WIDE, False, False)] * 8), P),  # 8 of 10
-    (tensor_rows((WIDE, True, False), (NARROW, False, True)), N),  # the wide one inverts, unpredicted
-    (tensor_rows((NARROW, False, False), (WIDE, False, False)), T),  # nothing inverts
-    (tensor_rows((NARROW, True, True), (WIDE, True, True)), T),  # everything inverts
-    ([], T),
-])
-def test_narrow_tensors_invert(cells, expected):
-    assert tensors_claims(cells)["narrow_tensors_invert"].verdict == expected
-
-
-def test_only_ue4m3_tensors_decide_the_narrow_claim():
-    cells = [tensor_summary("m", [("a", "ue5m3", NARROW, True, True), ("b", "ue5m3", WIDE, False, False)])]
-    assert tensors_claims(cells)["narrow_tensors_invert"].verdict == T
-
-
-@pytest.mark.parametrize(("cells", "crossovers", "expected"), [
-    (planted(), UE5_CROSSOVER, R),
-    (planted(), [], R),  # no UE5M3 crossover at block 8: the measurement alone decides
-    (planted(ue5_narrow_inverts=True), UE5_CROSSOVER, P),
-    (planted(), [crossover_row("ue5m3", 8, 0.01)], P),  # crossover above the narrowest tensor
-    (planted(), [crossover_row("ue5m3", 8, NARROW)], P),  # at it: not below
-    (planted(ue5_narrow_inverts=True), [crossover_row("ue5m3", 8, 0.01)], N),
-    (tensor_rows((NARROW, True, True)), [], T),  # no UE5M3 tensors, no crossover
-    (tensor_rows((NARROW, True, True)), [crossover_row("ue5m3", 8, 0.01)], N),  # theory alone
-    (tensor_rows((NARROW, True, True)), [crossover_row("ue4m3", 8, 1e-3)], T),  # UE4M3 crossovers do not count
-])
-def test_ue5m3_removes_tensor_inversion(cells, crossovers, expected):
-    assert tensors_claims(cells, crossovers)["ue5m3_removes_tensor_inversion"].verdict == expected
-
-
-def test_tensor_claims_without_tensors_are_not_testable():
-    claims = tensors_claims([], [])
-    assert claims["narrow_tensors_invert"].measured == (
-        "0 of 0 tensors invert (MSE at block None > block None) with UE4M3; sigma of inverting tensors none, of "
-        "the others none; theory predicts the measured behaviour for 0 of 0")
-    assert claims["ue5m3_removes_tensor_inversion"].measured == (
-        "0 of 0 tensors invert with UE5M3; theory's UE5M3 crossover at block None: sigma nan vs the narrowest "
-        "tensor's nan")
-
-
-# ---------------------------------------------------------------------------------------------------- perplexity
-INVERTED = {4: 0.5, 8: 0.25, 16: 0.375}  # UE4M3 on a narrow model: block 4 is the worst
-FINER = {4: 0.25, 8: 0.375, 16: 0.5}  # finer is better
-
-
-def models(*summaries, cells=None, thresholds=THRESHOLDS):
-    cells = planted() if cells is None else cells
-    claims = model_claims(list(summaries), cells, validation_result(), thresholds, ["m/base.json", "t/base.json"])
-    assert [c.id for c in claims] == MODEL_IDS
-    assert all(c.evidence == ("m/base.json", "t/base.json") for c in claims)
-    return {c.id: c for c in claims}
-
-
-def test_model_claims_reproduced():
-    claims = models(gap_summary("base", {"ue4m3": INVERTED, "ue4m3s": {4: 0.25, 8: 0.25, 16: 0.375},
-                                         "ue5m3": {4: 0.125, 8: 0.25, 16: 0.375}}),
-                    gap_summary("minilm", {"ue4m3": FINER, "ue4m3s": FINER, "ue5m3": FINER}))
-    assert {cid: c.verdict for cid, c in claims.items()} == dict.fromkeys(MODEL_IDS, R)
-    assert claims["perplexity_inversion"].measured == (
-        "base: UE4M3 gap inverts (block 4: 0.500, best block 8: 0.250); 1 of 2 weight tensors invert (median "
-        "sigma 0.0312); minilm: UE4M3 gap does not invert (block 4: 0.250, best block 4: 0.250); 0 of 1 weight "
-        "tensors invert (median sigma 0.0625)")
-    assert claims["ue5m3_removes_perplexity_inversion"].measured == (
-        "base: UE5M3 gap at block 4 0.125 vs UE4M3 0.500, UE5M3 does not invert; minilm: UE5M3 gap at block 4 "
-        "0.250 vs UE4M3 0.250, UE5M3 does not invert")
-    assert claims["ue5m3_matches_ue4m3s"].measured == (
-        "base: UE5M3 <= UE4M3-S at 3 of 3 block sizes; minilm: UE5M3 <= UE4M3-S at 3 of 3 block sizes")
-
-
-@pytest.mark.parametrize(("base", "minilm", "expected"), [
-    (INVERTED, FINER, R),
-    (INVERTED, INVERTED, P),  # minilm's tensors do not invert, its gap does
-    (FINER, FINER, P),  # base's narrow tensor inverts, its gap does not
-    (FINER, INVERTED, N),
-])
-def test_perplexity_inversion(base, minilm, expected):
-    claims = models(gap_summary("base", {"ue4m3": base}), gap_summary("minilm", {"ue4m3": minilm}))
-    assert claims["perplexity_inversion"].verdict == expected
-
-
-def test_perplexity_inversion_needs_a_tensor_study_of_the_model():
-    claims = models(gap_summary("smollm2", {"ue4m3": INVERTED}))
-    assert claims["perplexity_inversion"].verdict == T
-    assert claims["perplexity_inversion"].measured.endswith("0 of 0 weight tensors invert (median sigma n/a)")
-    assert models(cells=[])["perplexity_inversion"].verdict == T
-
-
-def test_perplexity_inversion_without_ue4m3_rows():
-    claims = models(gap_summary("base", {"ue5m3": FINER}))
-    assert claims["perplexity_inversion"].verdict == T
-
-
-@pytest.mark.parametrize(("ue5", "ue4", "expected"), [
-    (FINER, INVERTED, R),
-    ({4: 0.5, 8: 0.375, 16: 0.5}, INVERTED, N),  # UE5M3 itself inverts
-    ({4: 0.5, 8: 0.5, 16: 0.5}, INVERTED, R),  # ties at block 4 with UE4M3: within the tolerance
-    ({4: 0.5 * 1.02 + 1e-9, 8: 0.6, 16: 0.6}, INVERTED, N),  # worse than UE4M3 at block 4 beyond 2%
-    ({4: 0.5 * 1.02 - 1e-9, 8: 0.6, 16: 0.6}, INVERTED, R),
-])
-def test_ue5m3_removes_perplexity_inversion(ue5, ue4, expected):
-    claims = models(gap_summary("base", {"ue4m3": ue4, "ue5m3": ue5}))
-    assert claims["ue5m3_removes_perplexity_inversion"].verdict == expected
-
-
-def test_ue5m3_removes_perplexity_inversion_partly_and_untested():
-    claims = models(gap_summary("base", {"ue4m3": INVERTED, "ue5m3": FINER}),
-                    gap_summary("minilm", {"ue4m3": FINER, "ue5m3": INVERTED}))
-    assert claims["ue5m3_removes_perplexity_inversion"].verdict == P
-    claims = models(gap_summary("base", {"ue4m3": INVERTED, "ue4m3s": FINER}))
-    assert claims["ue5m3_removes_perplexity_inversion"].verdict == T
-    assert claims["ue5m3_removes_perplexity_inversion"].measured == ""
-
-
-@pytest.mark.parametrize(("ue5", "ue4s", "expected"), [
-    ({4: 0.25, 8: 0.25}, {4: 0.25, 8: 0.5}, R),  # a tie counts
-    ({4: 0.25, 8: 0.5}, {4: 0.25, 8: 0.25}, P),  # worse at block 8
-    ({4: 0.5, 8: 0.5}, {4: 0.25, 8: 0.25}, N),
-    ({4: 0.51, 8: 0.255}, {4: 0.5, 8: 0.25}, R),  # within 2% of the larger gap
-    ({4: 0.25, 8: 0.5, 16: 0.125}, {4: 0.25, 32: 0.125}, R),  # only the common block sizes
-    ({4: 0.25}, {8: 0.25}, T),
-    ({4: 0.25}, {}, T),
-])
-def test_ue5m3_matches_ue4m3s(ue5, ue4s, expected):
-    claims = models(gap_summary("base", {"ue4m3": INVERTED, "ue4m3s": ue4s, "ue5m3": ue5}))
-    assert claims["ue5m3_matches_ue4m3s"].verdict == expected
-
-
-def test_gap_tolerance_is_configurable():
-    summary = gap_summary("base", {"ue4m3": {4: 0.3, 8: 0.25}, "ue4m3s": {4: 0.25}, "ue5m3": {4: 0.3}})
-    strict = models(summary)
-    assert (strict["perplexity_inversion"].verdict, strict["ue5m3_matches_ue4m3s"].verdict) == (R, N)
-    loose = models(summary, thresholds={**THRESHOLDS, "gap_tolerance": 0.25})
-    # 0.3 is not above 0.25 + 25%: no inversion, though base's narrow tensor inverts
-    assert (loose["perplexity_inversion"].verdict, loose["ue5m3_matches_ue4m3s"].verdict) == (N, R)
-    assert "(within 25%)" in loose["ue5m3_matches_ue4m3s"].rule
-
-
-def test_ue5m3_matches_ue4m3s_tie_without_tolerance():
-    exact = {**THRESHOLDS, "gap_tolerance": 0.0}
-    ue4s = {4: 0.25, 8: 0.5}
-    tie = models(gap_summary("base", {"ue4m3": INVERTED, "ue4m3s": ue4s, "ue5m3": {4: 0.25, 8: 0.5}}),
-                 thresholds=exact)
-    assert tie["ue5m3_matches_ue4m3s"].verdict == R
-    worse = models(gap_summary("base", {"ue4m3": INVERTED, "ue4m3s": ue4s, "ue5m3": {4: 0.25 + 2**-30, 8: 0.5}}),
-                   thresholds=exact)
-    assert worse["ue5m3_matches_ue4m3s"].verdict == P
+def test_the_config_must_name_exactly_the_computed_claims(points):
+    partial = {k: v for k, v in SPECS.items() if k != "sweep_inversion_onset"}
+    with pytest.raises(ValueError, match=r"claims: missing \['sweep_inversion_onset'\], unknown nothing"):
+        all_claims(points, {}, specs=partial)

@@ -1,36 +1,46 @@
-"""Report context: every table from synthetic artifacts, and a full context that the shared renderer accepts."""
+"""Report context: every table from synthetic artifacts, and a full context (claims document included) that the
+shared renderer accepts."""
 
 import json
 
 import matplotlib
 import pytest
 from msl_testing import (
-    THRESHOLDS,
+    BOOTSTRAP,
     crossover_row,
     fit,
     gap_summary,
+    ppl_record,
+    specs,
+    sweep_models,
+    sweep_tensor_cell,
     tensor_summary,
     tiny_config,
     validation_result,
     zero_block_row,
+    zero_shot_record,
 )
 
 matplotlib.use("Agg")
 
-from common.report import verify_sha256sums
+from common.report import claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
-from papers.microscaling_limits.claims import model_claims, tensor_claims, theory_claims
+from papers.microscaling_limits.claims import theory_checks, theory_match_claim, zero_block_claim
 from papers.microscaling_limits.context import (
     PAPER,
     build_context,
     crossover_table,
     fit_table,
     gap_table,
+    sweep_gap_table,
+    sweep_table,
     tensor_table,
     zero_block_table,
+    zero_shot_table,
 )
 from papers.microscaling_limits.figures import caption, plot_fit, plot_gap
+from papers.microscaling_limits.sweep import sweep_summary
 
 NARROW, WIDE = 2**-8, 2**-5
 GAPS = {"ue4m3": {4: 0.5, 8: 0.25, 16: 0.375}, "ue4m3s": {4: 0.25, 8: 0.25, 16: 0.375},
@@ -47,7 +57,8 @@ def validation():
         zero_block=[zero_block_row("ue4m3", 4, 0.3313484, 0.33125, 0.33),
                     zero_block_row("ue4m3", 32, 1.5243e-4, 1.5e-4, 1.5e-4),
                     zero_block_row("ue5m3", 4, 1.78e-10, 0.0, None)],
-        points=[{"scale": scale, "rule": "absmax", "block_size": n, "sigma": 0.25, "theory": 1.0, "simulation": 0.5}
+        points=[{"scale": scale, "rule": "absmax", "block_size": n, "sigma": 0.25, "theory": 1.0, "simulation": 0.5,
+                 "relative_error": 0.001, "simulation_relative_se": 0.002}
                 for scale in ("ue4m3", "ue5m3") for n in (4, 8)])
 
 
@@ -76,8 +87,9 @@ def test_crossover_table(validation):
 
 def test_zero_block_table(validation):
     table = zero_block_table(validation)
-    assert table["caption"] == "P(block scale rounds to zero) at sigma = 0.005"
-    assert table["columns"] == ["scale", "block size", "theory", "simulation", "paper"]
+    assert table["caption"].startswith("P(block scale rounds to zero) at sigma = 0.005 (an implementation check; the "
+                                       "last column is our reconstruction")
+    assert table["columns"] == ["scale", "block size", "theory", "simulation", "our reconstruction"]
     assert table["rows"] == [["UE4M3", 4, "0.331", "0.331", "0.33"],
                              ["UE4M3", 32, "0.000152", "0.00015", "0.00015"],
                              ["UE5M3", 4, "1.78e-10", "0", ""]]
@@ -121,15 +133,67 @@ def test_gap_table_sorts_blocks_and_keeps_variant_order():
     assert table["rows"] == [["ue5m3", "0.250", "0.500"], ["ue4m3", "1.000", "0.750"]]
 
 
-def test_context_renders_with_the_shared_cli(validation, tensors, tmp_path, monkeypatch):
+@pytest.fixture
+def sweep():
+    points = sweep_models([1.0, 0.25])
+    cells = [sweep_tensor_cell("m-c1", 0.04), sweep_tensor_cell("m-c0.25", 0.01)]
+    planted = {"e2m1-ue4m3-b16-weights": (0.0, 0.25), "e2m1-ue5m3-b16-weights": (-0.03125, 0.0),
+               "e2m1-ue4m3s-b16": (0.0625, 0.0625)}
+    records = [ppl_record(m["model"], c, *planted.get(c, (0.0, 0.0)), seed=1)
+               for m in points for c in ("unquantized", "e2m1-ue4m3-b16-weights", "e2m1-ue4m3-b32-weights",
+                                         "e2m1-ue5m3-b16-weights", "e2m1-ue5m3-b32-weights", "e2m1-ue4m3s-b16")]
+    for r in records:  # the narrow point inverts with UE4M3: ppl(16) / ppl(32) = e^0.25
+        if r["name"] == "m-c0.25" and r["cell"] == "e2m1-ue4m3-b16-weights":
+            r.update(ppl_record("m-c0.25", r["cell"], 0.25, 0.0))
+    zero = [zero_shot_record("m-c0.25", c, [1, 0, 1, 1], [0, 1, 0, 0])
+            for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
+    prereg = {"pair": [16, 32], "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}}
+    return sweep_summary("e2m1", points, prereg, cells, records, zero, BOOTSTRAP)
+
+
+def test_sweep_table(sweep):
+    table = sweep_table(sweep)
+    assert table["columns"] == ["c", "sigma (range)", "ppl unquantized", "ue4m3 b16/b32 - 1", "ue5m3 b16/b32 - 1"]
+    assert [row[:3] for row in table["rows"]] == [["1", "0.04 (0.04-0.04)", "20.086"],
+                                                   ["0.25", "0.01 (0.01-0.01)", "20.086"]]
+    assert table["rows"][1][3].startswith("+28.40% [")
+    assert table["rows"][0][4] == "-3.08% [-3.08%, -3.08%]"
+    assert table["caption"].endswith("Pre-registered sigma*: UE4M3 0.016 (sweep position 0.66), UE5M3 6.3e-05 (sweep "
+                                     "position 4.66)")
+
+
+def test_sweep_gap_table(sweep):
+    table = sweep_gap_table(sweep)
+    assert table["columns"] == ["c", "sigma", "ue4m3 W", "ue5m3 W", "ue4m3s W+A"]
+    assert table["rows"][1] == ["0.25", "0.01", "+28.40%", "-3.08%", "+6.45%"]
+
+
+def test_zero_shot_table(sweep):
+    table = zero_shot_table(sweep)
+    assert table["columns"] == ["c", "sigma", "variant", "block", "examples", "cloze accuracy",
+                                "choice accuracy (norm)"]
+    assert table["rows"] == [["0.25", "0.01", "ue4m3s", "b16", 4, "0.750", "0.250"],
+                             ["0.25", "0.01", "ue5m3", "b16", 4, "0.750", "0.250"]]
+
+
+def document(validation):
+    rules = specs()
+    prereg = {"pair": [16, 32], "drivers": {"ue4m3": {"sigma": 0.013, "non_max": -3.1, "max_element": 4.1,
+                                                      "zero_blocks": 4.3e-6}}}
+    rows = [theory_match_claim(rules["theory_matches_simulation"], validation, 0.95, ["results/validation.json"]),
+            zero_block_claim(rules["zero_blocks_drive_reversal"], prereg, ["results/validation.json"])]
+    checks = theory_checks([{"rows": [{"non_max": 0.5, "max_element": 0.25, "zero_blocks": 0.25, "total": 1.0}]}],
+                           validation, ["results/validation.json"], "results/validation.json")
+    return claims_document(rows, checks)
+
+
+def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
     results.mkdir()
+    validation["zero_block"] = [zero_block_row("ue4m3", 4, 0.3313484, 0.33125, 0.33)]
     (results / "validation.json").write_text(json.dumps(validation))
     models = [gap_summary("base", GAPS)]
-    claims = [c.to_dict() for c in theory_claims(validation, THRESHOLDS, "results/validation.json")
-              + tensor_claims(tensors, validation, ["results/tensors.json"])
-              + model_claims(models, tensors, validation, THRESHOLDS, ["results/summary.json"])]
     figures = []
     for figure_id, fig in (("fit", plot_fit(validation)), ("gap-base", plot_gap(models[0]))):
         png, pdf = f"results/{figure_id}.png", f"results/{figure_id}.pdf"
@@ -138,30 +202,31 @@ def test_context_renders_with_the_shared_cli(validation, tensors, tmp_path, monk
     for name in ("tensors.json", "summary.json"):
         (results / name).write_text("{}")
     context = build_context(config=tiny_config(), profile="smoke", validation=validation, tensors=tensors,
-                            models=models, claims=claims, figures=figures,
+                            models=models, sweep=sweep, claims=document(validation), figures=figures,
                             artifacts=["results/validation.json", "results/tensors.json", "results/summary.json",
                                        "results/validation.json"],
                             rerun_examples=["results/microscaling_limits/ptq/base/e2m1-ue5m3-b8.json"],
                             seeds={"simulation draw": 0, "workflow": 0}, stage_seconds={"theory": 1.0})
     assert context["paper"] == PAPER
+    assert "function-preserving sweep" in PAPER["method"]
+    assert "every linear layer in FP4" in PAPER["method"]
     assert context["artifacts"] == ["results/fit.pdf", "results/fit.png", "results/gap-base.pdf",
                                     "results/gap-base.png", "results/summary.json", "results/tensors.json",
                                     "results/validation.json"]
-    assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Theory", "Crossovers:", "P(block", "base:",
-                                                                        "base:"]
+    assert [t["caption"].split(" ")[0] for t in context["tables"]] == [
+        "Theory", "Crossovers:", "P(block", "The", "The", "Zero-shot", "base:", "base:"]
     assert context["rerun"][1] == {"cell": "e2m1-ue5m3-b8.json", "command": "snakemake --profile "
                                    "workflow/profiles/smoke results/microscaling_limits/ptq/base/e2m1-ue5m3-b8.json"}
-    assert context["provenance"]["seeds"] == {"simulation draw": 0, "workflow": 0}
-    verdicts = {c["id"]: c["verdict"] for c in context["claims"]}
-    assert verdicts.pop("zero_blocks_drive_reversal") == "not reproduced"  # zero blocks: 9% of the difference
-    assert set(verdicts.values()) == {"reproduced"}
-    assert len(verdicts) == 7
+    assert {c["id"]: c["verdict"] for c in context["claims"]} == {"theory_matches_simulation": "reproduced",
+                                                                  "zero_blocks_drive_reversal": "contradicted"}
+    assert [c["id"] for c in context["checks"]] == ["theory_parts_sum_to_total",
+                                                    "zero_block_probability_reconstruction"]
     (tmp_path / "context.json").write_text(json.dumps(context))
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    assert html.count('class="verdict-reproduced"') == 7
-    assert html.count('class="verdict-not-reproduced"') == 1
+    assert 'class="verdict verdict-reproduced"' in html or 'verdict-reproduced' in html
+    assert "verdict-contradicted" in html
     assert "Is finer better? The limits of microscaling formats in LLMs" in html
     assert html.count("data:image/png;base64,") == 2
     assert 'src="http' not in html
@@ -169,9 +234,9 @@ def test_context_renders_with_the_shared_cli(validation, tensors, tmp_path, monk
     assert "results/validation.json" in (tmp_path / "r.SHA256SUMS").read_text()
 
 
-def test_context_refuses_a_typed_verdict(validation):
-    bad = {"id": "x", "statement": "s", "paper": "p", "measured": "m", "verdict": "confirmed", "rule": "r",
-           "evidence": []}
-    with pytest.raises(ValueError, match=r"claim 'x': verdict 'confirmed' is not one of"):
-        build_context(config={}, profile="smoke", validation=validation, tensors=[], models=[], claims=[bad],
-                      figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
+def test_context_refuses_a_typed_verdict(validation, sweep):
+    bad = document(validation)
+    bad["claims"][1]["verdict"] = "reproduced"  # the interval says contradicted
+    with pytest.raises(ValueError, match=r"claim 'zero_blocks_drive_reversal': verdict 'reproduced' does not follow"):
+        build_context(config={}, profile="smoke", validation=validation, tensors=[], models=[], sweep=sweep,
+                      claims=bad, figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})

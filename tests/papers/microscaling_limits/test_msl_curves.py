@@ -281,7 +281,7 @@ def test_zero_block_check(config):
     rows = curves.zero_block_check(config, ["ue4m3", "ue5m3"], samples=1 << 16)
     assert [(r["scale"], r["block_size"], r["sigma"]) for r in rows] == [
         (s, n, 0.005) for s in ("ue4m3", "ue5m3") for n in (4, 8, 16, 32)]
-    assert [r["paper"] for r in rows] == [0.33, 0.11, 0.012, 1.5e-4, None, None, None, None]
+    assert [r["reconstruction"] for r in rows] == [0.33, 0.11, 0.012, 1.5e-4, None, None, None, None]
     for r in rows:
         assert r["theory"] == zero_block_probability(0.005, r["block_size"], scale=r["scale"], elem="e2m1")
         assert r["simulation"] == block_stats(0.005, r["block_size"], elem="e2m1", scale=r["scale"],

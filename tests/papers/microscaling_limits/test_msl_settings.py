@@ -50,6 +50,9 @@ def test_profile_overrides_merge_into_the_rest(raw):
     assert smoke["tensors"] == {"models": ["base", "minilm"], "block_sizes": [8, 16, 32]}
     assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 8192)
     assert smoke["model"]["variants"] == ["ue4m3", "ue4m3s", "ue5m3"]
+    assert smoke["sweep"] == {"points": None, "block_size": 16, "figure_blocks": [], "zero_shot_points": 1,
+                              "max_tokens": 8192}
+    assert smoke["claims"] == raw["claims"]  # predictions do not depend on the profile
     full = profile_config(raw, "full")
     assert full["tensors"]["models"] == ["base", "minilm", "smollm2"]
     assert (full["model"]["external"], full["model"]["window"], full["model"]["batch_size"]) == (["smollm2"], 2048, 1)
@@ -84,7 +87,10 @@ def test_schema_names_a_misspelt_key(raw, where):
     (lambda c: c["theory"].update(block_sizes=[4, 12]), r"12 is not one of"),
     (lambda c: c["theory"].update(distributions=["cauchy"]), r"'cauchy' is not one of"),
     (lambda c: c.update(rules=["four_over_six"]), r"'four_over_six' is not one of"),
-    (lambda c: c["claims"].pop("gap_tolerance"), r"'gap_tolerance' is a required property"),
+    (lambda c: c["claims"]["sweep_inversion_onset"].pop("threshold"), r"'threshold' is a required property"),
+    (lambda c: c["claims"]["sweep_inversion_onset"].update(direction="beyond"), r"'beyond' is not one of"),
+    (lambda c: c["sweep"].update(points=1), r"1 is less than the minimum of 2"),
+    (lambda c: c["sweep"].update(block_size=12), r"12 is not one of"),
     (lambda c: c["profiles"].update(huge={}), r"'huge' is not one of"),
 ])
 def test_schema_refuses_bad_values_naming_them(raw, edit, message):
