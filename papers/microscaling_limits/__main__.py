@@ -101,7 +101,8 @@ def figure(args: argparse.Namespace) -> None:
             "fit": lambda: figures.plot_fit(data[0]),
             "crossovers": lambda: figures.plot_crossovers(data[0], data[1:]),
             "tensors": lambda: figures.plot_tensors(data[0]),
-            "gap": lambda: figures.plot_gap(data[0])}[args.kind]
+            "gap": lambda: figures.plot_gap(data[0]),
+            "sweep": lambda: figures.plot_sweep(data[0])}[args.kind]
     save_figure(plot(), args.png, args.pdf)
 
 
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("gap-summary", gap_summary, "one model's perplexity gaps",
          [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
-         [("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap"]}),
+         [("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap", "sweep"]}),
           ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req)]),
         ("claims", claims, "the claims table: rows with intervals and verdicts, implementation checks",
          [("--config-json", req), ("--evidence-json", req), ("--preregistered", req), ("--validation", req),

@@ -29,6 +29,10 @@ CAPTIONS = {
     "tensors": "Every linear weight tensor: measured block MSE vs the theory's prediction from its fitted sigma.",
     "gap": "Perplexity gap to the unquantized model vs block size with UE4M3, UE4M3-S (per-tensor scale) and UE5M3 "
            "block scales (weights and activations of every block Linear in E2M1).",
+    "sweep": "The function-preserving sweep: left, ppl(n) / ppl(2n) - 1 with the moved weights in FP4 vs their median "
+             "sigma (95% paired bootstrap intervals; above 0: the inversion), with the pre-registered crossover "
+             "sigma*; right, perplexity over the unquantized model's at block n, weights only (solid) and weights "
+             "plus activations (dashed).",
 }
 
 
@@ -132,6 +136,37 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
     return fig
 
 
+def plot_sweep(summary: Mapping[str, Any]) -> plt.Figure:
+    """The sweep (``sweep/summary.json``): per variant ``ppl(n) / ppl(2n) - 1`` vs the points' sigma with its
+    interval and the pre-registered crossovers in range; ``ppl / ppl(unquantized)`` at block n per variant and
+    mode."""
+    n, m = summary["pair"]
+    ratios, cells = pd.DataFrame(summary["ratios"]), pd.DataFrame(summary["cells"])
+    sigmas = [p["sigma"] for p in summary["points"]]
+    set_report_theme()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    palette = dict(zip(("ue4m3", "ue4m3s", "ue5m3"), sns.color_palette("deep", 3), strict=True))
+    for variant, part in ratios.groupby("variant", sort=False):
+        part = part.sort_values("sigma")
+        left.errorbar(part["sigma"], part["value"], yerr=[part["value"] - part["low"], part["high"] - part["value"]],
+                      color=palette[variant], marker="o", capsize=3, label=variant)
+    for scale, sigma in summary["crossover"].items():
+        if sigma is not None and min(sigmas) / 2 <= sigma <= max(sigmas) * 2:
+            left.axvline(sigma, color=palette[scale], ls=":", lw=1, label=rf"$\sigma^*$ {scale} (pre-registered)")
+    left.axhline(0, color="black", lw=0.6)
+    left.set(xscale="log", xlabel=r"median $\sigma$ of the moved weights", ylabel=f"ppl(b{n}) / ppl(b{m}) - 1",
+             title=f"Block {n} vs {m}, weights in FP4")
+    left.legend(fontsize=7)
+    at_n = cells[cells["block_size"] == n].sort_values("sigma")
+    for (variant, activations), part in at_n.groupby(["variant", "activations"]):
+        right.plot(part["sigma"], part["gap"] + 1, color=palette[variant], marker="o", ls="--" if activations else "-",
+                   label=f"{variant} {'W+A' if activations else 'W'}")
+    right.set(xscale="log", yscale="log", xlabel=r"median $\sigma$ of the moved weights",
+              ylabel="ppl / ppl(unquantized)", title=f"Block {n}")
+    right.legend(fontsize=7)
+    return fig
+
+
 PLOTS = {"theory-vs-simulation": plot_theory_vs_simulation, "parts": plot_parts, "fit": plot_fit,
-         "crossovers": plot_crossovers, "tensors": plot_tensors, "gap": plot_gap}
+         "crossovers": plot_crossovers, "tensors": plot_tensors, "gap": plot_gap, "sweep": plot_sweep}
 check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

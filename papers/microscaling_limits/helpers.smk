@@ -23,6 +23,7 @@ MSL_FIGURES = [
     "crossovers",
     *(f"tensors-{m}" for m in MSL_TENSOR_MODELS),
     *(f"gap-{m}" for m in MSL_MODELS),
+    "sweep",
 ]
 
 

@@ -356,6 +356,27 @@ rule msl_figure_gap:
         " > {log} 2>&1"
 
 
+rule msl_figure_sweep:
+    """Figure: the sweep's ppl(n)/ppl(2n) - 1 vs sigma with intervals and sigma*, and the gaps at block n."""
+    input:
+        f"{MSL_DIR}/sweep/summary.json",
+    output:
+        png=report(
+            f"{MSL_DIR}/figures/sweep.png",
+            caption="report/figure.rst",
+            category="Is finer better?",
+            subcategory="sweep",
+        ),
+        pdf=f"{MSL_DIR}/figures/sweep.pdf",
+    log:
+        "logs/microscaling_limits/figures/sweep.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m papers.microscaling_limits figure sweep --inputs {input} --png {output.png} --pdf {output.pdf}"
+        " > {log} 2>&1"
+
+
 rule msl_claims:
     """The claims table: every row's estimate with its 95% interval and the verdict by the rule, and the
     implementation checks (a failed check fails this job)."""

@@ -24,8 +24,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 KEY = "microscaling_limits"
 # the report's figure kinds (figure ids theory-vs-simulation-<scale>, parts-<scale>-b<block>, fit, crossovers,
-# tensors-<model>, gap-<model>)
-FIGURES = ("theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap")
+# tensors-<model>, gap-<model>, sweep)
+FIGURES = ("theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap", "sweep")
 
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:

@@ -146,3 +146,36 @@ def test_plot_gap(close):
     assert [(list(line.get_xdata()), list(line.get_ydata())) for line in lines] == [
         ([4, 8, 16], [0.5, 0.25, 0.375]), ([4, 8, 16], [0.25, 0.25, 0.375]), ([4, 8, 16], [0.125, 0.25, 0.375])]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ue4m3", "ue4m3s", "ue5m3"]
+
+
+def sweep_summary_data():
+    """A ``sweep.sweep_summary`` result of two points (sigma 0.04 and 0.01) with exact binary-fraction values."""
+    points = [{"model": "m-c1", "factor": 1.0, "sigma": 0.04}, {"model": "m-c0.25", "factor": 0.25, "sigma": 0.01}]
+    ratios = [{"model": p["model"], "sigma": p["sigma"], "variant": v, "value": value, "low": value - 0.125,
+               "high": value + 0.25} for p, values in zip(points, ((-0.25, -0.25), (0.5, -0.25)), strict=True)
+              for v, value in zip(("ue4m3", "ue5m3"), values, strict=True)]
+    cells = [{"model": p["model"], "sigma": p["sigma"], "variant": v, "block_size": b, "activations": a, "gap": gap}
+             for p, gap in zip(points, (0.25, 1.0), strict=True) for v in ("ue4m3", "ue5m3") for b in (16, 32)
+             for a in (False, True)]
+    return {"pair": [16, 32], "points": points, "ratios": ratios, "cells": cells,
+            "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}}
+
+
+def test_plot_sweep(close):
+    fig = figures.plot_sweep(sweep_summary_data())
+    close(fig)
+    left, right = fig.axes
+    assert (left.get_title(), left.get_xscale(), left.get_ylabel()) == ("Block 16 vs 32, weights in FP4", "log",
+                                                                      "ppl(b16) / ppl(b32) - 1")
+    series = {bars.get_label(): (list(bars.lines[0].get_xdata()), list(bars.lines[0].get_ydata()))
+              for bars in left.containers}
+    assert series["ue4m3"] == ([0.01, 0.04], [0.5, -0.25])
+    assert series["ue5m3"] == ([0.01, 0.04], [-0.25, -0.25])
+    labels = [t.get_text() for t in left.get_legend().get_texts()]
+    assert r"$\sigma^*$ ue4m3 (pre-registered)" in labels
+    assert r"$\sigma^*$ ue5m3 (pre-registered)" not in labels  # 6.3e-5 is far outside the sweep
+    assert (right.get_yscale(), right.get_title()) == ("log", "Block 16")
+    gaps = {line.get_label(): list(line.get_ydata()) for line in right.lines}
+    assert gaps == {"ue4m3 W": [2.0, 1.25], "ue4m3 W+A": [2.0, 1.25], "ue5m3 W": [2.0, 1.25],
+                    "ue5m3 W+A": [2.0, 1.25]}
+    assert [line.get_linestyle() for line in right.lines] == ["-", "--", "-", "--"]
