@@ -122,10 +122,13 @@ def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windo
                sources: Sequence[str]) -> Claim:
     """``sweep_wide_no_inversion``: UE4M3 ``ppl(n) / ppl(2n) - 1`` at the widest point (it must be wider than
     ``sigma*``)."""
+    if sigma_star is None:
+        return judge(spec, None, reason=f"the theory has no UE4M3 crossover of blocks {pair[0]} vs {pair[1]}",
+                     evidence=sources)
     widest = points[0] if points else None
-    if sigma_star is None or widest is None or not widest["sigma"] > sigma_star:
-        return judge(spec, None, reason="no sweep point is wider than the UE4M3 crossover sigma*"
-                     + ("" if sigma_star is None else f" = {sigma_star:.3g}"), evidence=sources)
+    if widest is None or not widest["sigma"] > sigma_star:
+        return judge(spec, None, reason=f"no sweep point is wider than the UE4M3 crossover sigma* = {sigma_star:.3g}",
+                     evidence=sources)
     small, large = pair_cells(element, "ue4m3", pair)
     estimate = ratio_estimate(data, (widest["model"], small), (widest["model"], large), bootstrap)
     return judge(spec, estimate, detail=f"{_point(widest)}, sigma* = {sigma_star:.3g}: UE4M3 ppl({pair[0]})/"

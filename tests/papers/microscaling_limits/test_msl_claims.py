@@ -124,6 +124,8 @@ def test_wide_point_follows_the_data(points, first, verdict):
 def test_wide_point_not_testable_when_no_point_is_wider_than_sigma_star(points):
     claim = wide(points, {}, sigma_star=0.05)
     assert (claim.verdict, claim.reason) == (T, "no sweep point is wider than the UE4M3 crossover sigma* = 0.05")
+    claim = wide(points, {}, sigma_star=None)
+    assert (claim.verdict, claim.reason) == (T, "the theory has no UE4M3 crossover of blocks 16 vs 32")
 
 
 # --------------------------------------------------------------------------------------- sweep_ue5m3_no_inversion
