@@ -323,7 +323,8 @@ Row = Callable[[ClaimSpec, StudyArtifacts, Bootstrap], Claim]
 
 
 def claim_rows(warmup: int) -> dict[str, Row]:
-    """The computation of every claim id of ``config.yaml`` (``warmup`` = ``bf16_warmup_steps``)."""
+    """The computation of every claim id of ``config.yaml`` (``warmup`` = ``bf16_warmup_steps``), in the report's
+    order (the config's order too; the config reaches the claims step as canonical, key-sorted JSON)."""
     recipe, most_recent = ("hif8", f"max_window-lrlow-w{warmup}"), ("hif8", f"most_recent-lrlow-w{warmup}")
     bf16_low, bf16_high = ("bf16", "bf16-lrlow"), ("bf16", "bf16-lrhigh")
     pretrain = partial(perplexity_claim, corpus="pretrain")
@@ -350,14 +351,14 @@ def claim_rows(warmup: int) -> dict[str, Row]:
 
 
 def study_claims(specs: Mapping[str, ClaimSpec], study: StudyArtifacts, settings: Bootstrap) -> list[Claim]:
-    """Every row, in the order of ``specs`` (``claim_specs(config["claims"])``); ValueError naming a spec without a
-    computation or a computation without a spec."""
+    """Every row of ``specs`` (``claim_specs(config["claims"])``) in the order of :func:`claim_rows`; ValueError
+    naming a spec without a computation or a computation without a spec."""
     rows = claim_rows(study.config["bf16_warmup_steps"])
     unknown, missing = [c for c in specs if c not in rows], [c for c in rows if c not in specs]
     if unknown or missing:
         raise ValueError(f"maxwindow_hif8.claims: no computation for {unknown or 'nothing'}, no spec for "
                          f"{missing or 'nothing'}")
-    return [rows[cid](spec, study, settings) for cid, spec in specs.items()]
+    return [row(specs[cid], study, settings) for cid, row in rows.items()]
 
 
 # --- implementation checks ------------------------------------------------------------------------------------
