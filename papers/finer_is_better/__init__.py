@@ -3,7 +3,8 @@ scales, abs-max vs prevent-zero vs 4-over-6 vs brute-force vs hierarchical scale
 size.
 
 Modules: :mod:`.settings` (config checks, variants as ``quantize_blocks`` options, cell names),
-:mod:`.cells` (one numerical or model-study cell), :mod:`.analysis` (reversals, Regions A and B, the claims),
-:mod:`.figures`, :mod:`.context` (the report context); ``python -m papers.finer_is_better --help`` runs each
-step (the Snakemake rules in ``rules.smk`` call it).
+:mod:`.numerical` (Monte Carlo cells, Regions A and B, the claims' sigmas from the theory), :mod:`.model_study`
+(the perplexity cells on the function-preserving weight-scale sweep), :mod:`.claims` (rows as evidence and the
+implementation checks), :mod:`.figures`, :mod:`.context` (the report context); ``python -m
+papers.finer_is_better --help`` runs each step (the Snakemake rules in ``rules.smk`` call it).
 """

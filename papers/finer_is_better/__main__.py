@@ -14,6 +14,8 @@ from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, s
 from common.config import json_object
 from common.io import read_json, write_json
 
+from .settings import FIGURES
+
 
 def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
     return [read_json(p) for p in paths]
@@ -25,17 +27,29 @@ def mse_cell(args: argparse.Namespace) -> None:
     write_json(args.out, numerical_cell(json_object(args.config_json), args.cell))
 
 
-def ptq_cell(args: argparse.Namespace) -> None:
-    from .model_study import model_cell
+def ptq_cells(args: argparse.Namespace) -> None:
+    from .model_study import model_cells
 
     require_paths({"--model": args.model, "--split": args.split})
-    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split))
+    if len(args.cells) != len(args.out):
+        raise ValueError(f"--cells and --out must pair up: {len(args.cells)} cells, {len(args.out)} outputs")
+    records = model_cells(json_object(args.config_json), args.cells, args.operands, args.model, args.split)
+    for out, record in zip(args.out, records, strict=True):
+        write_json(out, record)
+
+
+def ptq_unquantized(args: argparse.Namespace) -> None:
+    from .model_study import unquantized_cell
+
+    require_paths({"--model": args.model, "--split": args.split})
+    write_json(args.out, unquantized_cell(json_object(args.config_json), args.model, args.split))
 
 
 def mse_summary(args: argparse.Namespace) -> None:
     from .numerical import summary
 
-    write_json(args.out, summary(_read(args.cells), json_object(args.config_json)))
+    config = json_object(args.config_json)
+    write_json(args.out, summary(_read(args.cells), config["regions"], config["element"]))
 
 
 def gap_summary(args: argparse.Namespace) -> None:
@@ -54,16 +68,20 @@ def figure(args: argparse.Namespace) -> None:
     elif args.kind == "brute-force-ratio":
         figures.brute_force_ratio_figure(summary, args.scale, args.png, args.pdf)
     else:
-        figures.gap_figure(summary, args.png, args.pdf)
+        if not (args.models and args.operands and args.evidence_json):
+            raise ValueError("figure sweep needs --models, --operands and --evidence-json")
+        figures.sweep_figure(summary, _read(args.models), args.operands, json_object(args.evidence_json),
+                             args.png, args.pdf)
 
 
 def claims(args: argparse.Namespace) -> None:
-    from .claims import model_claims, numerical_claims
+    from common.report import claims_document
 
-    thresholds = json_object(args.config_json)
-    rows = numerical_claims(read_json(args.numerical), thresholds, args.numerical)
-    rows += model_claims(_read(args.models), thresholds, args.models)
-    write_json(args.out, [c.to_dict() for c in rows])
+    from .claims import all_claims
+
+    rows, checks = all_claims(read_json(args.numerical), _read(args.models), json_object(args.config_json),
+                              json_object(args.evidence_json), args.numerical, args.models)
+    write_json(args.out, claims_document(rows, checks))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -88,22 +106,26 @@ def context(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     req, many = REQUIRED, MANY
     cell = "<element>-<scale>-b<block>-<variant>"
-    thresholds = {"required": True, "help": "the claims thresholds"}
     return step_parser("python -m papers.finer_is_better", __doc__, [
         ("mse-cell", mse_cell, "one numerical cell: MSE vs sigma",
          [("--config-json", req), ("--cell", {"required": True, "help": cell}), ("--out", req)]),
-        ("ptq-cell", ptq_cell, "one model-study cell: perplexity with fake-quantized MLP linears",
-         [("--config-json", req), ("--cell", {"required": True, "help": f"{cell} or 'unquantized'"}),
-          ("--model", req), ("--split", req), ("--out", req)]),
-        ("mse-summary", mse_summary, "the numerical study's table and regions",
-         [("--config-json", thresholds), ("--cells", many), ("--out", req)]),
+        ("ptq-cells", ptq_cells, "model-study cells of one model and operand set: perplexity with fake-quantized "
+         "MLP linears", [("--config-json", req), ("--cells", {"nargs": "+", "required": True, "help": cell}),
+                         ("--operands", {"required": True, "choices": ["w", "wa"]}), ("--model", req),
+                         ("--split", req), ("--out", {"nargs": "+", "required": True})]),
+        ("ptq-unquantized", ptq_unquantized, "the model study's reference: perplexity and weight sigmas",
+         [("--config-json", req), ("--model", req), ("--split", req), ("--out", req)]),
+        ("mse-summary", mse_summary, "the numerical study's table, regions and the claims' sigmas",
+         [("--config-json", req), ("--cells", many), ("--out", req)]),
         ("gap-summary", gap_summary, "one model's perplexity gaps",
          [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
-         [("kind", {"choices": ["mse", "brute-force-ratio", "gap"]}), ("--summary", req), ("--scale", {}),
-          ("--variant", {}), ("--png", req), ("--pdf", req)]),
-        ("claims", claims, "the claims table with computed verdicts",
-         [("--config-json", thresholds), ("--numerical", req), ("--models", many), ("--out", req)]),
+         [("kind", {"choices": list(FIGURES)}), ("--summary", {"required": True, "help": "the numerical summary"}),
+          ("--scale", {}), ("--variant", {}), ("--models", {"nargs": "+", "help": "sweep: the point summaries"}),
+          ("--operands", {"choices": ["w", "wa"]}), ("--evidence-json", {}), ("--png", req), ("--pdf", req)]),
+        ("claims", claims, "the claims document: rows with predictions, intervals and verdicts, and the checks",
+         [("--config-json", req), ("--evidence-json", req), ("--numerical", req), ("--models", many),
+          ("--out", req)]),
         ("context", context, "the report context", [("--numerical", req), ("--models", many), *CONTEXT_FLAGS]),
     ])
 

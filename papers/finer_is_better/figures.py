@@ -6,7 +6,7 @@ are shaded from the summary's detected sigmas. :data:`PLOTS` and :data:`CAPTIONS
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -15,7 +15,8 @@ import seaborn as sns
 
 from common.report.figures import check_figures, lookup_caption, save_figure, set_report_theme
 
-from .claims import HEURISTICS
+from .claims import HEURISTICS, point_ratios, sweeps_of
+from .model_study import OPERANDS
 from .numerical import curves, table_from_summary
 from .settings import FIGURES
 
@@ -30,14 +31,17 @@ CAPTIONS = {
     "brute-force-ratio": "MSE of each scale-selection heuristic divided by brute force's (the best single "
                          "representable scale per block, in the scale format named before the colon) at the smallest "
                          "block size; 1 is optimal.",
-    "gap": "Perplexity gap to the unquantized model vs block size, the MLP linears' weights and activations "
-           "fake-quantized to E2M1, one line per scale format and rule.",
+    "sweep": "The sweep of the source model and the operands named before the colon (w: weights only, wa: weights "
+             "and activations): ppl(4)/ppl(16) - 1 of each scale rule vs the sweep point's weight sigma (the median "
+             "over the quantized gate/up projections), with its 95% paired-bootstrap interval over the evaluation "
+             "windows. Above 0 a smaller block is worse (the U-shape). Shaded: the numerical study's Regions A and B. "
+             "Every point computes the same function; only the weights' scale differs.",
 }
 
 
 def caption(figure_id: str) -> str:
     """The caption of a figure from its id (``mse-<scale>-<variant>``, ``brute-force-ratio-<scale>``,
-    ``gap-<model>``: ``"<detail>: "`` and its kind's caption), ValueError for an unknown id."""
+    ``sweep-<model>-<operands>``: ``"<detail>: "`` and its kind's caption), ValueError for an unknown id."""
     return lookup_caption(CAPTIONS, figure_id)
 
 
@@ -91,24 +95,33 @@ def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure
     return fig
 
 
-def gap_figure(summary: Mapping[str, Any], png: Path, pdf: Path) -> None:
-    """:func:`plot_gap` saved as ``png`` and ``pdf``."""
-    save_figure(plot_gap(summary), png, pdf)
+def sweep_figure(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], operands: str,
+                 evidence: Mapping[str, Any], png: Path, pdf: Path) -> None:
+    """:func:`plot_sweep` saved as ``png`` and ``pdf``."""
+    save_figure(plot_sweep(numerical, summaries, operands, evidence), png, pdf)
 
 
-def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
-    """Perplexity gap to the unquantized model vs block size, a line per (scale, variant)."""
-    rows = pd.DataFrame.from_records(summary["rows"])
+def plot_sweep(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], operands: str,
+               evidence: Mapping[str, Any]) -> plt.Figure:
+    """``ppl(4)/ppl(16) - 1`` (with its 95% paired-bootstrap interval) of every scale rule vs the sweep point's
+    weight sigma, the numerical study's Regions A/B shaded; above 0 a smaller block is worse."""
+    (sweep,) = sweeps_of(summaries, numerical)
+    rows = pd.DataFrame.from_records(point_ratios(sweep, operands, evidence))
     rows["setting"] = rows["scale"].str.upper() + " " + rows["variant"]
     set_report_theme()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    sns.lineplot(rows, x="block_size", y="gap", hue="setting", marker="o", ax=ax)
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="block size", ylabel="perplexity gap",
-           title=f"{summary['model']}: MLP weights + activations in E2M1 (unquantized ppl {summary['perplexity']:.2f})")
+    for setting, part in rows.groupby("setting", sort=False):
+        part = part.sort_values("sigma")
+        line = ax.plot(part["sigma"], part["value"], marker="o", markersize=3, label=setting)[0]
+        ax.fill_between(part["sigma"], part["low"], part["high"], color=line.get_color(), alpha=0.15, lw=0)
+    shade_regions(ax, numerical["regions"], sorted(table_from_summary(numerical)["sigma"].unique()))
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    ax.set(xscale="log", xlabel=r"weight $\sigma$ of the quantized linears (sweep point)",
+           ylabel=r"$\mathrm{ppl}(4)/\mathrm{ppl}(16) - 1$",
+           title=f"{sweep.source} sweep, {OPERANDS[operands]} in E2M1")
     ax.legend(fontsize=7)
     return fig
 
 
-PLOTS = {"mse": plot_mse, "brute-force-ratio": plot_brute_force_ratio, "gap": plot_gap}
+PLOTS = {"mse": plot_mse, "brute-force-ratio": plot_brute_force_ratio, "sweep": plot_sweep}
 check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

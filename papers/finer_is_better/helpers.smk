@@ -5,9 +5,11 @@ from papers.finer_is_better.settings import cells as fib_cells
 FIB = paper_config(FIB_KEY)
 FIB_DIR = f"results/{FIB_KEY}"
 FIB_MODELS = [CFG["base_model"], *FIB["model"]["external"]]
+FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model)]  # the model study's models
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
 FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
-FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *(f"gap-{m}" for m in FIB_MODELS)]
+FIB_SWEEP_FIGURES = [f"sweep-{model}-{operands}" for model in FIB_MODELS for operands in FIB["model"]["operands"]]
+FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *FIB_SWEEP_FIGURES]
 
 
 def fib_variant(variant):
@@ -31,20 +33,24 @@ def fib_mse_config(wildcards):
     )
 
 
-def fib_ptq_config(wildcards):
-    """What one model cell depends on: its variant (none for the unquantized model) and the evaluation."""
+def fib_ptq_config(quantized):
+    """What the model cells depend on: their variants (none for the unquantized model) and the evaluation."""
     study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include")}
-    variant = getattr(wildcards, "variant", None)
-    variants = {} if variant is None else {variant: fib_variant(variant)}
+    names = {variant for variants in FIB["model"]["cells"].values() for variant in variants} if quantized else ()
     return json_arg(
         {
             "element": FIB["element"],
             "hierarchical_target": FIB["hierarchical_target"],
-            "variants": variants,
+            "variants": {name: fib_variant(name) for name in sorted(names)},
             "model": study,
         }
     )
 
 
 def fib_model_cells(wildcards):
-    return expand(f"{FIB_DIR}/ptq/{wildcards.model}/{{cell}}.json", cell=fib_cells(FIB, "model"))
+    """Every cell record of one sweep point, every operand set."""
+    return expand(
+        f"{FIB_DIR}/ptq/{wildcards.model}/{{operands}}/{{cell}}.json",
+        operands=FIB["model"]["operands"],
+        cell=fib_cells(FIB, "model"),
+    )

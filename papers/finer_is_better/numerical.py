@@ -8,9 +8,9 @@ quantizer (common random numbers).
 Reversal and regions (the definitions the report states):
 
 * ``reversal_excess(sigma) = max_n MSE(n) / MSE(2n) - 1`` over consecutive configured block sizes n < 2n; a
-  *reversal* ("smaller blocks give higher MSE") is an excess above ``reversal_tolerance``.
+  *reversal* ("smaller blocks give higher MSE") is an excess above ``regions.reversal_tolerance``.
 * **Region A** (scale underflow): the sigmas where abs-max (UE4M3) reverses *and* at least
-  ``underflow_fraction`` of its smallest-block scales round to zero.
+  ``regions.underflow_fraction`` of its smallest-block scales round to zero.
 * **Region B** (the reversal that survives prevent-zero): the sigmas where prevent-zero (UE4M3) still reverses;
   no scale underflows there by construction, so what remains is the coarse scale grid and the clipped top bin.
 """
@@ -18,7 +18,7 @@ Reversal and regions (the definitions the report states):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from common.analysis import block_stats, sigma_grid, standard_normal
+from common.theory import block_mse, zero_block_probability
 
 from .settings import REFERENCE_SCALE, parse_cell, variant_options
 
@@ -88,9 +89,10 @@ def intervals(sigmas: Iterable[float], grid: Iterable[float]) -> list[tuple[floa
     return runs
 
 
-def regions(table: pd.DataFrame, claims: Mapping[str, Any]) -> dict[str, Any]:
-    """Regions A and B (module docstring) with their sigma points and intervals."""
-    tol, underflow = claims["reversal_tolerance"], claims["underflow_fraction"]
+def regions(table: pd.DataFrame, thresholds: Mapping[str, Any]) -> dict[str, Any]:
+    """Regions A and B (module docstring) with their sigma points and intervals (``thresholds``: the config's
+    ``regions``)."""
+    tol, underflow = thresholds["reversal_tolerance"], thresholds["underflow_fraction"]
     grid = sorted(table["sigma"].unique())
     absmax = reversal_excess(table, REFERENCE_SCALE, "absmax")
     zero = curves(table, REFERENCE_SCALE, "absmax", "zero_scale_fraction")
@@ -107,13 +109,32 @@ def regions(table: pd.DataFrame, claims: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def summary(cells: Iterable[Mapping[str, Any]], claims: Mapping[str, Any]) -> dict[str, Any]:
-    """The study's summary artifact: the tidy table, the regions, and the cells' total wall time."""
+def summary(cells: Iterable[Mapping[str, Any]], thresholds: Mapping[str, Any], elem: str = "e2m1") -> dict[str, Any]:
+    """The study's summary artifact: the tidy table, the regions, the claims' sigmas fixed by the theory
+    (:func:`claim_sigmas`), and the cells' total wall time."""
     cells = list(cells)
     table = mse_table(cells)
-    return {"rows": table.to_dict(orient="records"), "regions": regions(table, claims),
+    return {"rows": table.to_dict(orient="records"), "regions": regions(table, thresholds),
+            "claim_sigmas": claim_sigmas(sorted(table["sigma"].unique()), thresholds["underflow_fraction"], elem),
             "block_sizes": sorted(table["block_size"].unique().tolist()),
             "wall_time_s": float(sum(c["wall_time_s"] for c in cells))}
+
+
+def claim_sigmas(grid: Sequence[float], underflow_fraction: float, elem: str = "e2m1") -> dict[str, float]:
+    """``sigma_A`` and ``sigma_B`` on ``grid`` from the theory alone (UE4M3, blocks 4 and 8): ``sigma_A``
+    where the theory puts abs-max's largest ``MSE(4)/MSE(8) - 1``; ``sigma_B`` where it puts prevent-zero's
+    largest among the sigmas with ``P(scale = 0, n = 4) < underflow_fraction`` (outside Region A). No simulation
+    or model data enters: the claims' reading points are fixed before the data."""
+    def excess(sigma: float, rule: str) -> float:
+        small = block_mse(sigma, 4, elem, REFERENCE_SCALE, rule)["total"]
+        return small / block_mse(sigma, 8, elem, REFERENCE_SCALE, rule)["total"] - 1
+
+    grid = sorted(float(s) for s in grid)
+    sigma_a = max(grid, key=lambda s: excess(s, "absmax"))
+    outside = [s for s in grid if zero_block_probability(s, 4, elem, REFERENCE_SCALE) < underflow_fraction]
+    if not outside:
+        raise ValueError(f"no grid sigma has P(scale = 0, n = 4) < {underflow_fraction}: widen numerical.sigma")
+    return {"sigma_A": sigma_a, "sigma_B": max(outside, key=lambda s: excess(s, "prevent_zero"))}
 
 
 def table_from_summary(data: Mapping[str, Any]) -> pd.DataFrame:

@@ -3,7 +3,7 @@
 # workflow/rules/report.smk renders to reports/finer_is_better.html. Cells are single-threaded jobs (they are
 # many and independent: Snakemake runs `--cores` of them at once). Every cell is a file target:
 #   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json
-#   results/finer_is_better/ptq/small/e2m1-ue4m3-b4-four_over_six.json
+#   results/finer_is_better/ptq/small-c0.25/wa/e2m1-ue4m3-b4-four_over_six.json  (a sweep point, weights + activations)
 include: "helpers.smk"
 
 
@@ -40,14 +40,15 @@ rule fib_mse_summary:
     conda:
         CONDA_ENV
     params:
-        thresholds=json_arg(FIB["claims"]),
+        config=json_arg({"element": FIB["element"], "regions": FIB["regions"]}),
     shell:
-        "python -m papers.finer_is_better mse-summary --config-json {params.thresholds} --cells {input}"
+        "python -m papers.finer_is_better mse-summary --config-json {params.config} --cells {input}"
         " --out {output} > {log} 2>&1"
 
 
 rule fib_ptq_unquantized:
-    """The model study's reference: perplexity of the unquantized model with the cells' evaluation settings."""
+    """The model study's reference: perplexity of the unquantized sweep point (the same windows as the cells) and
+    the weight sigma of the linears the cells quantize."""
     input:
         model=model_dir,
         split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
@@ -55,43 +56,45 @@ rule fib_ptq_unquantized:
         f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
     log:
         "logs/finer_is_better/ptq/{model}/unquantized.log",
+    wildcard_constraints:
+        model="[^/]+",
     conda:
         CONDA_ENV
     threads: 1
     params:
-        config=fib_ptq_config,
+        config=fib_ptq_config(quantized=False),
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cell --config-json {params.config} --cell unquantized"
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-unquantized --config-json {params.config}"
         " --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
 
 
-rule fib_ptq_cell:
-    """One model-study cell: the MLP linears' weights and activations fake-quantized, perplexity."""
+rule fib_ptq_cells:
+    """Every model-study cell of one sweep point and operand set (w: weights only, wa: weights and activations),
+    in one job that loads the model once; each cell is its own file target (asking for one runs the point)."""
     input:
         model=model_dir,
         split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
     output:
-        f"{FIB_DIR}/ptq/{{model}}/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
+        expand(FIB_DIR + "/ptq/{{model}}/{{operands}}/{cell}.json", cell=fib_cells(FIB, "model")),
     log:
-        "logs/finer_is_better/ptq/{model}/{element}-{scale}-b{block}-{variant}.log",
+        "logs/finer_is_better/ptq/{model}/{operands}.log",
     wildcard_constraints:
-        element="[a-z0-9]+",
-        scale="[a-z0-9]+",
-        block="[0-9]+",
-        variant="[a-z0-9_]+",
+        model="[^/]+",
+        operands="w|wa",
     conda:
         CONDA_ENV
     threads: 1
     params:
-        config=fib_ptq_config,
+        config=fib_ptq_config(quantized=True),
+        cells=" ".join(fib_cells(FIB, "model")),
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cell --config-json {params.config}"
-        " --cell {wildcards.element}-{wildcards.scale}-b{wildcards.block}-{wildcards.variant}"
-        " --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cells --config-json {params.config}"
+        " --cells {params.cells} --operands {wildcards.operands} --model {input.model} --split {input.split}"
+        " --out {output} > {log} 2>&1"
 
 
 rule fib_gap_summary:
-    """One model's perplexity gaps (cell minus unquantized)."""
+    """One sweep point's perplexity gaps (cell minus unquantized), windows and weight sigma."""
     input:
         unquantized=f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
         cells=fib_model_cells,
@@ -151,32 +154,39 @@ rule fib_figure_brute_force_ratio:
         " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
 
 
-rule fib_figure_gap:
-    """Figure: perplexity gap vs block size for one model, a line per scale format and rule."""
+rule fib_figure_sweep:
+    """Figure: ppl(4)/ppl(16) - 1 on the sweep vs the weight sigma, a line per scale rule, Regions A/B shaded."""
     input:
-        f"{FIB_DIR}/ptq/{{model}}/summary.json",
+        numerical=f"{FIB_DIR}/mse/summary.json",
+        models=lambda w: expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=sweep_models(w.source)),
     output:
         png=report(
-            f"{FIB_DIR}/figures/gap-{{model}}.png",
+            f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.png",
             caption="report/figure.rst",
             category="Finer is Better",
             subcategory="model study",
         ),
-        pdf=f"{FIB_DIR}/figures/gap-{{model}}.pdf",
+        pdf=f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.pdf",
     log:
-        "logs/finer_is_better/figures/gap-{model}.log",
+        "logs/finer_is_better/figures/sweep-{source}-{operands}.log",
+    wildcard_constraints:
+        source="[^/]+",
+        operands="w|wa",
     conda:
         CONDA_ENV
+    params:
+        evidence=json_arg(CFG["evidence"]),
     shell:
-        "python -m papers.finer_is_better figure gap --summary {input} --png {output.png} --pdf {output.pdf}"
+        "python -m papers.finer_is_better figure sweep --summary {input.numerical} --models {input.models}"
+        " --operands {wildcards.operands} --evidence-json {params.evidence} --png {output.png} --pdf {output.pdf}"
         " > {log} 2>&1"
 
 
 rule fib_claims:
-    """The claims table: every claim checked against the summaries by its stated rule."""
+    """The claims document: every row's estimate, interval and rule-made verdict, and the implementation checks."""
     input:
         numerical=f"{FIB_DIR}/mse/summary.json",
-        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_MODELS),
+        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
     output:
         report(f"{FIB_DIR}/claims.json", caption="report/claims.rst", category="Finer is Better"),
     log:
@@ -184,22 +194,25 @@ rule fib_claims:
     conda:
         CONDA_ENV
     params:
-        thresholds=json_arg(FIB["claims"]),
+        config=lambda w: json_arg({k: FIB[k] for k in ("element", "model", "claims")}),  # a function: no {} expansion
+        evidence=json_arg(CFG["evidence"]),
     shell:
-        "python -m papers.finer_is_better claims --config-json {params.thresholds} --numerical {input.numerical}"
-        " --models {input.models} --out {output} > {log} 2>&1"
+        "python -m papers.finer_is_better claims --config-json {params.config} --evidence-json {params.evidence}"
+        " --numerical {input.numerical} --models {input.models} --out {output} > {log} 2>&1"
 
 
 rule fib_context:
     """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
     input:
         numerical=f"{FIB_DIR}/mse/summary.json",
-        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_MODELS),
+        models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
         claims=f"{FIB_DIR}/claims.json",
         figures=expand(f"{FIB_DIR}/figures/{{figure}}.{{ext}}", figure=FIB_FIGURES, ext=("png", "pdf")),
         cells=expand(f"{FIB_DIR}/mse/{{cell}}.json", cell=fib_cells(FIB, "numerical")),
         model_cells=expand(
-            f"{FIB_DIR}/ptq/{{model}}/{{cell}}.json", model=FIB_MODELS, cell=["unquantized", *fib_cells(FIB, "model")]
+            f"{FIB_DIR}/ptq/{{model}}/{{cell}}.json",
+            model=FIB_SWEEP,
+            cell=["unquantized", *(f"{o}/{c}" for o in FIB["model"]["operands"] for c in fib_cells(FIB, "model"))],
         ),
     output:
         f"{FIB_DIR}/report/context.json",
@@ -208,13 +221,13 @@ rule fib_context:
     conda:
         CONDA_ENV
     params:
-        config=json_arg(FIB),
+        config=lambda w: json_arg(FIB),  # a function: the claims' LaTeX braces are not wildcards
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
         metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
         examples=[
-            f"{FIB_DIR}/ptq/{CFG['base_model']}/{fib_cells(FIB, 'model')[0]}.json",
+            f"{FIB_DIR}/ptq/{FIB_SWEEP[0]}/{FIB['model']['operands'][0]}/{fib_cells(FIB, 'model')[0]}.json",
             f"{FIB_DIR}/mse/{fib_cells(FIB, 'numerical')[0]}.json",
         ],
     shell:

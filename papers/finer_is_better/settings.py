@@ -24,8 +24,8 @@ from common.ptq import QuantSpec
 from common.registry import lookup
 
 KEY = "finer_is_better"
-# the report's figure kinds (figure ids mse-<scale>-<variant>, brute-force-ratio-<scale>, gap-<model>)
-FIGURES = ("mse", "brute-force-ratio", "gap")
+# the report's figure kinds (figure ids mse-<scale>-<variant>, brute-force-ratio-<scale>, sweep-<model>-<operands>)
+FIGURES = ("mse", "brute-force-ratio", "sweep")
 REFERENCE_SCALE = "ue4m3"  # the paper's E4M3 block scales: the regions and claims are defined on them
 CLAIM_VARIANTS = {"numerical": ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz", "brute_force"),
                   "model": ("absmax", "prevent_zero", "four_over_six")}

@@ -17,6 +17,16 @@ The planted scenario (:func:`planted_cells`), UE4M3 unless stated:
 """
 
 import copy
+from pathlib import Path
+
+import yaml
+
+from common.report import claim_specs
+from papers.finer_is_better.settings import profile_config
+
+CONFIG = profile_config(yaml.safe_load((Path(__file__).resolve().parents[3] / "papers" / "finer_is_better"
+                                        / "config.yaml").read_text())["finer_is_better"], "default")
+SPECS = claim_specs(CONFIG["claims"])  # the paper's predictions, as the config states them
 
 GRID = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
 BLOCKS = (4, 8, 16)
@@ -29,6 +39,7 @@ SLIGHT = (2.0625, 2.0, 4.0)
 WITHIN = (2.03125, 2.0, 4.0)
 BRUTE = (0.5, 1.0, 2.0)
 
+SE = 2.0**-10  # every planted MSE's Monte Carlo standard error, relative to it
 REGION_A = [0, 1, 2, 4]
 REGION_B = [4, 6, 7, 9]
 
@@ -58,7 +69,7 @@ def curve_cells(scale, variant, spec):
             zero = spec.get("zero", {}).get(i, (0.0, 0.0, 0.0))[b]
             floor = max(zero, spec.get("floor", {}).get(i, (0.0, 0.0, 0.0))[b])
             rows.append({"sigma": sigma, "mse": mse, "relative_mse": mse / sigma**2, "zero_scale_fraction": zero,
-                         "floor_scale_fraction": floor})
+                         "floor_scale_fraction": floor, "mse_standard_error": mse * SE})
         cells.append({"cell": f"e2m1-{scale}-b{block}-{variant}", "element": "e2m1", "scale": scale,
                       "block_size": block, "variant": variant, "rows": rows, "wall_time_s": 0.25})
     return cells
@@ -80,9 +91,26 @@ def planted_cells(changes=None):
     return [cell for (scale, variant), spec in specs.items() for cell in curve_cells(scale, variant, spec)]
 
 
-def gap_summary(model, gaps, perplexity=10.0, tokens=8192):
-    """A model-study summary: ``gaps`` maps ``(scale, variant)`` to ``{block_size: gap}``."""
-    rows = [{"cell": f"e2m1-{scale}-b{block}-{variant}", "scale": scale, "variant": variant, "block_size": block,
-             "perplexity": perplexity + gap, "gap": gap}
-            for (scale, variant), by_block in gaps.items() for block, gap in by_block.items()]
-    return {"model": model, "perplexity": perplexity, "tokens": tokens, "rows": rows, "wall_time_s": 1.0}
+WINDOWS, WINDOW_TOKENS = 32, 100
+
+
+def point_summary(model, sigma, log_ratios, *, noise=0.0, seed=0, perplexity=10.0, operands=("w", "wa")):
+    """A sweep point's summary (:func:`model_study.gap_summary`'s format) on :data:`WINDOWS` windows of
+    :data:`WINDOW_TOKENS` tokens: ``log_ratios`` maps ``(scale, variant, block)`` to the cell's log perplexity
+    over the unquantized model's (exact when ``noise`` is 0; else each window's mean NLL gets seeded Normal noise
+    of that standard deviation, a different draw per cell)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    base = np.full(WINDOWS, WINDOW_TOKENS * np.log(perplexity))
+    rows = []
+    for operand in operands:
+        for (scale, variant, block), log_ratio in log_ratios.items():
+            nll = base + WINDOW_TOKENS * (log_ratio + noise * rng.standard_normal(WINDOWS))
+            ppl = float(np.exp(nll.sum() / (WINDOWS * WINDOW_TOKENS)))
+            rows.append({"cell": f"e2m1-{scale}-b{block}-{variant}", "operands": operand, "scale": scale,
+                         "variant": variant, "block_size": block, "perplexity": ppl, "gap": ppl - perplexity,
+                         "window_nll": nll.tolist()})
+    return {"model": model, "sigma": sigma, "perplexity": perplexity, "tokens": WINDOWS * WINDOW_TOKENS,
+            "window_nll": base.tolist(), "window_tokens": [WINDOW_TOKENS] * WINDOWS, "rows": rows,
+            "wall_time_s": 1.0}

@@ -4,26 +4,25 @@ import json
 
 import matplotlib
 import pytest
-from fib_testing import THRESHOLDS, gap_summary, planted_cells
+from fib_testing import GRID, SPECS, THRESHOLDS, planted_cells, point_summary
 
 matplotlib.use("Agg")
 
-from common.report import verify_sha256sums
+from common.report import claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
-from papers.finer_is_better.claims import model_claims, numerical_claims
-from papers.finer_is_better.context import build_context, gap_table, mse_table, regions_table
+from papers.finer_is_better.claims import numerical_checks, numerical_claims
+from papers.finer_is_better.context import build_context, mse_table, regions_table, sweep_table
 from papers.finer_is_better.figures import caption, mse_figure
 from papers.finer_is_better.numerical import summary
 
-GAPS = {("ue4m3", "absmax"): {4: 0.725, 8: 0.5, 16: 0.4},
-        ("ue4m3", "prevent_zero"): {4: 0.7, 8: 0.5, 16: 0.4},
-        ("ue4m3", "four_over_six"): {4: 0.27, 8: 0.3, 16: 0.35},
-        ("ue5m3", "four_over_six"): {4: 0.2625, 8: 0.3, 16: 0.36}}
+POINT = {("ue4m3", "absmax", 4): 0.05, ("ue4m3", "absmax", 16): 0.02}
 
 
 @pytest.fixture(scope="module")
 def planted():
-    return summary(planted_cells(), THRESHOLDS)
+    planted = summary(planted_cells(), THRESHOLDS)
+    planted["claim_sigmas"] = {"sigma_A": GRID[0], "sigma_B": GRID[6]}
+    return planted
 
 
 def test_regions_table(planted):
@@ -40,14 +39,12 @@ def test_regions_table_without_regions():
     assert [row[:3] for row in regions_table(empty)["rows"]] == [["A", "none", 0], ["B", "none", 0]]
 
 
-def test_gap_table():
-    table = gap_table(gap_summary("small", GAPS, perplexity=12.3456, tokens=8192))
-    assert table["caption"] == "small: perplexity gap to the unquantized model (perplexity 12.346, 8192 tokens)"
-    assert table["columns"] == ["scale", "variant", "b4", "b8", "b16"]
-    assert table["rows"] == [["UE4M3", "absmax", "0.725", "0.500", "0.400"],
-                             ["UE4M3", "prevent_zero", "0.700", "0.500", "0.400"],
-                             ["UE4M3", "four_over_six", "0.270", "0.300", "0.350"],
-                             ["UE5M3", "four_over_six", "0.263", "0.300", "0.360"]]
+def test_sweep_table():
+    table = sweep_table([point_summary("small-c1", 0.028, POINT, operands=("w",)),
+                         point_summary("small-c0.5", 0.014, POINT, operands=("w",))])
+    assert table["columns"] == ["sigma", "model", "ppl", "operands", "scale", "variant", "b4", "b16"]
+    assert table["rows"] == [["0.014", "small-c0.5", "10.000", "w", "UE4M3", "absmax", "0.513", "0.202"],
+                             ["0.028", "small-c1", "10.000", "w", "UE4M3", "absmax", "0.513", "0.202"]]
 
 
 def test_mse_table_at_reference_sigmas(planted):
@@ -61,11 +58,11 @@ def test_mse_table_at_reference_sigmas(planted):
 
 def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    models = [gap_summary("small", GAPS)]
+    models = [point_summary("small-c1", 0.028, POINT)]
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "summary.json").write_text(json.dumps(planted))
-    claims = [c.to_dict() for c in numerical_claims(planted, THRESHOLDS, "results/summary.json")
-              + model_claims(models, THRESHOLDS, ["results/summary.json"])]
+    claims = claims_document(numerical_claims(planted, SPECS, "results/summary.json"),
+                             numerical_checks(planted, "results/summary.json"))
     mse_figure(planted, "ue4m3", "absmax", "results/mse-ue4m3-absmax.png", "results/mse-ue4m3-absmax.pdf")
     figure = {"id": "mse-ue4m3-absmax", "caption": caption("mse-ue4m3-absmax"),
               "png": "results/mse-ue4m3-absmax.png", "pdf": "results/mse-ue4m3-absmax.pdf"}
@@ -76,21 +73,21 @@ def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
                             rerun_examples=[], seeds={"numerical": 0}, stage_seconds={"mse": 1.0})
     assert context["artifacts"] == ["results/mse-ue4m3-absmax.pdf", "results/mse-ue4m3-absmax.png",
                                     "results/summary.json"]
-    assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Regions", "Relative", "small:"]
-    assert len(context["claims"]) == 9
+    assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Regions", "Where", "Relative", "The"]
+    assert len(context["claims"]) == 8
+    assert len(context["checks"]) == 4
     (tmp_path / "context.json").write_text(json.dumps(context))
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    assert html.count('class="verdict-reproduced"') == 8
-    assert html.count('class="verdict-not-testable-at-this-scale"') == 1  # no hierarchical 4/6 gaps in GAPS
+    assert html.count('class="verdict verdict-reproduced"') == 8  # every planted numerical row
     assert 'src="http' not in html
     assert verify_sha256sums("r.SHA256SUMS") == []
 
 
 def test_context_refuses_a_typed_verdict(planted):
-    bad = {"id": "x", "statement": "s", "paper": "p", "measured": "m", "verdict": "confirmed", "rule": "r",
-           "evidence": []}
-    with pytest.raises(ValueError, match=r"claim 'x': verdict 'confirmed' is not one of"):
-        build_context(config={}, profile="smoke", numerical=planted, models=[], claims=[bad], figures=[],
+    document = claims_document(numerical_claims(planted, SPECS, "s.json"), [])
+    document["claims"][0] = {**document["claims"][0], "verdict": "contradicted"}
+    with pytest.raises(ValueError, match=r"claim 'absmax_reversal': verdict 'contradicted' does not follow"):
+        build_context(config={}, profile="smoke", numerical=planted, models=[], claims=document, figures=[],
                       artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})

@@ -4,7 +4,7 @@ import math
 
 import matplotlib
 import pytest
-from fib_testing import GRID, THRESHOLDS, planted_cells
+from fib_testing import GRID, THRESHOLDS, planted_cells, point_summary
 
 matplotlib.use("Agg")
 
@@ -21,8 +21,8 @@ def planted():
     ("mse-ue4m3-four_over_six", "mse", "ue4m3-four_over_six"),
     ("mse-ue5m3-hierarchical_four_over_six", "mse", "ue5m3-hierarchical_four_over_six"),
     ("brute-force-ratio-ue4m3", "brute-force-ratio", "ue4m3"),
-    ("gap-smollm2", "gap", "smollm2"),
-    ("gap-small-v2", "gap", "small-v2"),
+    ("sweep-small-w", "sweep", "small-w"),
+    ("sweep-smollm2-wa", "sweep", "smollm2-wa"),
 ])
 def test_caption(figure_id, kind, detail):
     assert figures.caption(figure_id) == f"{detail}: {figures.CAPTIONS[kind]}"
@@ -81,3 +81,20 @@ def test_mse_figure_of_a_missing_setting_writes_nothing(planted, tmp_path):
     with pytest.raises(KeyError, match=r"no numerical cells for scale 'ue5m3', variant 'absmax'"):
         figures.mse_figure(planted, "ue5m3", "absmax", tmp_path / "a.png", tmp_path / "a.pdf")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_sweep_draws_each_rule_with_its_interval(planted):
+    points = [point_summary(f"small-c{c:g}", 0.02 * c, {("ue4m3", "absmax", 4): 0.01 * c,
+                                                        ("ue4m3", "absmax", 16): 0.02}, noise=0.001, seed=i)
+              for i, c in enumerate((1.0, 2.0, 4.0))]
+    fig = figures.plot_sweep(planted, points, "w", {"level": 0.95, "resamples": 1000, "seed": 0})
+    try:
+        ax = fig.axes[0]
+        assert ax.get_title() == "small sweep, weights only in E2M1"
+        (line,) = [ln for ln in ax.lines if ln.get_label() == "UE4M3 absmax"]
+        assert list(line.get_xdata()) == pytest.approx([0.02, 0.04, 0.08])
+        # ppl(4)/ppl(16) - 1 = exp(0.01 c - 0.02) - 1 up to the planted window noise
+        assert list(line.get_ydata()) == pytest.approx([math.expm1(0.01 * c - 0.02) for c in (1, 2, 4)], abs=2e-3)
+        assert len(ax.collections) == 1  # one interval band per rule
+    finally:
+        matplotlib.pyplot.close(fig)

@@ -1,38 +1,53 @@
-"""Model study: the perplexity-gap summary of a model's cells (the evaluation itself is covered in tests/eval)."""
+"""Model study: cell recipes per operand set and a sweep point's summary (windows kept, sigma, gaps); the
+evaluation itself is covered in tests/eval."""
 
-from papers.finer_is_better.model_study import UNQUANTIZED, gap_summary
+import pytest
 
+from papers.finer_is_better.model_study import UNQUANTIZED, cell_recipe, gap_summary
+from papers.finer_is_better.settings import quant_spec
 
-def record(perplexity, wall_time_s, tokens=8192, **cell):
-    return {**cell, "metrics": {"perplexity": {"perplexity": perplexity, "nll": 2.0}},
-            "data": {"split": {"tokens": tokens}}, "wall_time_s": wall_time_s}
-
-
-def cell(name, scale, variant, block_size, perplexity):
-    return record(perplexity, 1.5, cell=name, element="e2m1", scale=scale, variant=variant, block_size=block_size)
+CONFIG = {"element": "e2m1", "hierarchical_target": 448.0, "variants": {"absmax": {"rule": "absmax"}}}
 
 
-def test_gap_summary_rows_and_totals():
-    base = record(10.5, 2.0, tokens=4096, cell=UNQUANTIZED)
-    cells = [cell("e2m1-ue4m3-b4-absmax", "ue4m3", "absmax", 4, 11.25),
-             cell("e2m1-ue4m3-b8-absmax", "ue4m3", "absmax", 8, 10.75),
-             cell("e2m1-ue5m3-b4-four_over_six", "ue5m3", "four_over_six", 4, 10.25)]
-    out = gap_summary("small", base, iter(cells))  # any iterable, consumed once
+def record(perplexity, wall_time_s, windows=(1.0, 2.0), tokens=(3, 4), **cell):
+    return {**cell, "metrics": {"perplexity": {"perplexity": perplexity, "window_nll": list(windows),
+                                               "window_tokens": list(tokens)}},
+            "data": {"split": {"tokens": sum(tokens)}}, "wall_time_s": wall_time_s}
+
+
+def cell(name, scale, variant, block_size, perplexity, operands="wa", **kw):
+    return record(perplexity, 1.5, cell=name, element="e2m1", scale=scale, variant=variant, block_size=block_size,
+                  operands=operands, **kw)
+
+
+def test_cell_recipe_quantizes_activations_only_under_wa():
+    spec = quant_spec(CONFIG, "e2m1-ue4m3-b4-absmax")
+    assert cell_recipe(CONFIG, "e2m1-ue4m3-b4-absmax", "wa").activations == spec
+    assert cell_recipe(CONFIG, "e2m1-ue4m3-b4-absmax", "w").activations is None
+    assert cell_recipe(CONFIG, "e2m1-ue4m3-b4-absmax", "w").weights == spec
+    with pytest.raises(ValueError, match="'a'"):
+        cell_recipe(CONFIG, "e2m1-ue4m3-b4-absmax", "a")
+
+
+def test_gap_summary_keeps_windows_sigma_and_gaps():
+    base = {**record(10.5, 2.0, windows=(5.0, 6.0), cell=UNQUANTIZED), "sigma": 0.02}
+    cells = [cell("e2m1-ue4m3-b4-absmax", "ue4m3", "absmax", 4, 11.25, windows=(5.5, 6.5)),
+             cell("e2m1-ue4m3-b4-absmax", "ue4m3", "absmax", 4, 10.25, operands="w", windows=(4.5, 6.0))]
+    out = gap_summary("small-c0.5", base, iter(cells))  # any iterable, consumed once
     assert out == {
-        "model": "small", "perplexity": 10.5, "tokens": 4096, "wall_time_s": 6.5,
+        "model": "small-c0.5", "sigma": 0.02, "perplexity": 10.5, "tokens": 7, "wall_time_s": 5.0,
+        "window_nll": [5.0, 6.0], "window_tokens": [3, 4],
         "rows": [
-            {"cell": "e2m1-ue4m3-b4-absmax", "scale": "ue4m3", "variant": "absmax", "block_size": 4,
-             "perplexity": 11.25, "gap": 0.75},
-            {"cell": "e2m1-ue4m3-b8-absmax", "scale": "ue4m3", "variant": "absmax", "block_size": 8,
-             "perplexity": 10.75, "gap": 0.25},
-            {"cell": "e2m1-ue5m3-b4-four_over_six", "scale": "ue5m3", "variant": "four_over_six", "block_size": 4,
-             "perplexity": 10.25, "gap": -0.25},  # a quantized model may score better
+            {"cell": "e2m1-ue4m3-b4-absmax", "operands": "wa", "scale": "ue4m3", "variant": "absmax",
+             "block_size": 4, "perplexity": 11.25, "gap": 0.75, "window_nll": [5.5, 6.5]},
+            {"cell": "e2m1-ue4m3-b4-absmax", "operands": "w", "scale": "ue4m3", "variant": "absmax",
+             "block_size": 4, "perplexity": 10.25, "gap": -0.25, "window_nll": [4.5, 6.0]},  # may score better
         ],
     }
 
 
-def test_gap_summary_without_cells():
-    out = gap_summary("small", record(10.5, 2.0), [])
-    assert out["rows"] == []
-    assert out["wall_time_s"] == 2.0
-
+def test_gap_summary_refuses_cells_on_other_windows():
+    base = {**record(10.5, 2.0, cell=UNQUANTIZED), "sigma": 0.02}
+    other = cell("e2m1-ue4m3-b4-absmax", "ue4m3", "absmax", 4, 11.0, tokens=(3, 5))
+    with pytest.raises(ValueError, match=r"small: cell e2m1-ue4m3-b4-absmax \(wa\) scored other windows"):
+        gap_summary("small", base, [other])

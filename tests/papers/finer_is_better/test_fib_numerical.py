@@ -9,6 +9,7 @@ from fib_testing import BLOCKS, GRID, REGION_A, REGION_B, THRESHOLDS, planted_ce
 
 from common.analysis import block_stats, sigma_grid
 from papers.finer_is_better.numerical import (
+    claim_sigmas,
     curves,
     intervals,
     mse_table,
@@ -32,7 +33,7 @@ def table():
 def test_mse_table_is_tidy_and_sorted(table):
     assert len(table) == 6 * len(BLOCKS) * len(GRID)
     assert list(table.columns) == ["scale", "variant", "block_size", "sigma", "mse", "relative_mse",
-                                   "zero_scale_fraction", "floor_scale_fraction"]
+                                   "zero_scale_fraction", "floor_scale_fraction", "mse_standard_error"]
     first = table.iloc[0]
     assert (first["scale"], first["variant"], first["block_size"], first["sigma"]) == ("ue4m3", "absmax", 4, 1e-5)
     assert table["scale"].tolist() == sorted(table["scale"])
@@ -109,7 +110,17 @@ def test_summary_and_back(table):
     assert data["block_sizes"] == [4, 8, 16]
     assert data["wall_time_s"] == 0.25 * 18
     assert data["regions"] == regions(table, THRESHOLDS)
+    assert data["claim_sigmas"] == {"sigma_A": 1e-2, "sigma_B": 3e-2}  # from the theory on GRID, not the cells
     pd.testing.assert_frame_equal(table_from_summary(data), table)
+
+
+def test_claim_sigmas_on_the_default_grid_come_from_the_theory():
+    # UE4M3 theory: abs-max MSE(4)/MSE(8) peaks (+167%) at 5.6e-3; outside Region A (P(s=0, n=4) < 1%) prevent-zero's
+    # largest excess (+12%) sits at 1.78e-2
+    sigmas = claim_sigmas(sigma_grid(1e-5, 1.0, 41), 0.01)
+    assert sigmas == {"sigma_A": pytest.approx(10 ** -2.25), "sigma_B": pytest.approx(10 ** -1.75)}
+    with pytest.raises(ValueError, match=r"no grid sigma has P\(scale = 0, n = 4\) < 0.01"):
+        claim_sigmas([1e-5, 1e-4], 0.01)
 
 
 def test_reference_sigmas():

@@ -48,8 +48,8 @@ def test_profile_overrides_merge_into_the_rest(raw):
     assert smoke["numerical"]["block_sizes"] == [4, 8, 16, 32]
     assert smoke["numerical"]["samples"] == 1048576  # not overridden: from the base
     assert smoke["numerical"]["sigma"] == {"low": 1.0e-5, "high": 1.0, "points": 41}
-    assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 8192)
-    assert smoke["model"]["cells"]["ue5m3"] == ["four_over_six"]
+    assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 4096)
+    assert smoke["model"]["cells"] == raw["model"]["cells"]  # not overridden: the claims need every cell
     assert smoke["claims"] == raw["claims"]
     full = profile_config(raw, "full")
     assert (full["model"]["external"], full["model"]["window"], full["model"]["batch_size"]) == (["smollm2"], 2048, 1)
@@ -66,7 +66,7 @@ def test_cells_in_config_order(raw):
     assert numerical[:5] == ["e2m1-ue4m3-b4-absmax", "e2m1-ue4m3-b8-absmax", "e2m1-ue4m3-b16-absmax",
                              "e2m1-ue4m3-b32-absmax", "e2m1-ue4m3-b4-prevent_zero"]
     assert numerical[-1] == "e2m1-ue5m3-b32-four_over_six"
-    assert len(cells(profile_config(raw, "default"), "model")) == 8 * 7
+    assert len(cells(profile_config(raw, "default"), "model")) == 6 * 2  # six scale rules, blocks 4 and 16
 
 
 def test_unknown_profile(raw):
@@ -79,8 +79,8 @@ def test_unknown_variant_in_cells_is_named(raw):
     with pytest.raises(ValueError, match=r"finer_is_better\.model\.cells\.ue4m3: unknown variant 'best_scale'; "
                                          r"defined variants: absmax, prevent_zero"):
         profile_config(raw, "default")
-    # the smoke profile replaces the model cells, so the bad entry does not reach it
-    assert "best_scale" not in profile_config(raw, "smoke")["model"]["cells"]["ue4m3"]
+    with pytest.raises(ValueError, match=r"unknown variant 'best_scale'"):
+        profile_config(raw, "smoke")  # the smoke profile keeps the model cells
 
 
 def test_unknown_variant_in_a_profile_is_named(raw):
@@ -128,7 +128,9 @@ def test_schema_names_a_misspelt_key(raw, where):
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c["numerical"].update(samples=5000), r"5000 is not a multiple of 4096"),
     (lambda c: c["variants"].update(best={"rule": "oracle"}), r"'oracle' is not one of"),
-    (lambda c: c["claims"].pop("gap_tolerance"), r"'gap_tolerance' is a required property"),
+    (lambda c: c["claims"]["absmax_reversal"].pop("source"), r"'source' is a required property"),
+    (lambda c: c["claims"]["absmax_reversal"].update(direction="up"), r"'up' is not one of"),
+    (lambda c: c["regions"].pop("underflow_fraction"), r"'underflow_fraction' is a required property"),
 ])
 def test_schema_refuses_bad_values(raw, edit, message):
     edit(raw)
