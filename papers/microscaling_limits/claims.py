@@ -67,7 +67,7 @@ ZERO_BLOCK_SE = 4  # the simulated zero-block fraction lies within this many sta
 
 
 def _pct(x: float) -> str:
-    return f"{x:+.2%}"
+    return f"{x:+.3%}"
 
 
 def _point(p: Mapping[str, Any]) -> str:
@@ -221,9 +221,10 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
     blocks = f"MSE at block {pair[0]} > block {pair[1]}"
     left_out = f"; {ties} UE4M3 ties (every block zero at both sizes) left out" if ties else ""
     rows = []
-    for cid, chosen, good, what, side in (
-            ("sweep_narrow_tensors_invert", narrow, lambda t: t["inverts"], "invert", "narrower"),
-            ("sweep_wide_tensors_do_not_invert", wide, lambda t: not t["inverts"], "do not invert", "wider")):
+    for cid, chosen, good, predicted, measured, side in (
+            ("sweep_narrow_tensors_invert", narrow, lambda t: t["inverts"], "to invert", "do", "narrower"),
+            ("sweep_wide_tensors_do_not_invert", wide, lambda t: not t["inverts"], "not to invert", "do not",
+             "wider")):
         if not chosen:
             rows.append(judge(specs[cid], None, reason=f"no compared sweep tensor is {side} than the theory's "
                               f"crossover (the sweep does not reach that side){left_out}", evidence=sources))
@@ -231,8 +232,8 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
         hits = sum(bool(good(compared[k])) for k in chosen)
         sigmas = [compared[k]["std"] for k in chosen]
         rows.append(judge(specs[cid], binomial_estimate(hits, len(chosen), level, "tensors"),
-                          detail=f"{hits} of {len(chosen)} tensors the theory predicts to {what} with UE4M3 "
-                                 f"({blocks}) {what} (sigma {min(sigmas):.3g}-{max(sigmas):.3g}){left_out}",
+                          detail=f"{hits} of {len(chosen)} tensors the theory predicts {predicted} with UE4M3 "
+                                 f"({blocks}) {measured} (sigma {min(sigmas):.3g}-{max(sigmas):.3g}){left_out}",
                           evidence=sources))
     measured = [k for k in narrow if k in ue5 and not ue5[k]["tie"]]
     spec = specs["sweep_ue5m3_tensors_do_not_invert"]

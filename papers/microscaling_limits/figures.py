@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import NullFormatter
 
 from common.report.figures import check_figures, lookup_caption, set_report_theme
 
@@ -31,8 +32,8 @@ CAPTIONS = {
            "block scales (weights and activations of every block Linear in E2M1).",
     "sweep": "The function-preserving sweep: left, ppl(n) / ppl(2n) - 1 with the moved weights in FP4 vs their median "
              "sigma (95% paired bootstrap intervals; above 0: the inversion), with the pre-registered crossover "
-             "sigma*; right, perplexity over the unquantized model's at block n, weights only (solid) and weights "
-             "plus activations (dashed).",
+             "sigma*; right, the relative perplexity gap to the unquantized model at block n, weights only (solid) "
+             "and weights plus activations (dashed).",
 }
 
 
@@ -138,13 +139,13 @@ def plot_gap(summary: Mapping[str, Any]) -> plt.Figure:
 
 def plot_sweep(summary: Mapping[str, Any]) -> plt.Figure:
     """The sweep (``sweep/summary.json``): per variant ``ppl(n) / ppl(2n) - 1`` vs the points' sigma with its
-    interval and the pre-registered crossovers in range; ``ppl / ppl(unquantized)`` at block n per variant and
-    mode."""
+    interval and the pre-registered crossovers in range; ``ppl / ppl(unquantized) - 1`` at block n per variant
+    and mode (symmetric log axis: linear within 0.1%)."""
     n, m = summary["pair"]
     ratios, cells = pd.DataFrame(summary["ratios"]), pd.DataFrame(summary["cells"])
     sigmas = [p["sigma"] for p in summary["points"]]
     set_report_theme()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.2), layout="constrained")
     palette = dict(zip(("ue4m3", "ue4m3s", "ue5m3"), sns.color_palette("deep", 3), strict=True))
     for variant, part in ratios.groupby("variant", sort=False):
         part = part.sort_values("sigma")
@@ -159,11 +160,14 @@ def plot_sweep(summary: Mapping[str, Any]) -> plt.Figure:
     left.legend(fontsize=7)
     at_n = cells[cells["block_size"] == n].sort_values("sigma")
     for (variant, activations), part in at_n.groupby(["variant", "activations"]):
-        right.plot(part["sigma"], part["gap"] + 1, color=palette[variant], marker="o", ls="--" if activations else "-",
+        right.plot(part["sigma"], part["gap"], color=palette[variant], marker="o", ls="--" if activations else "-",
                    label=f"{variant} {'W+A' if activations else 'W'}")
-    right.set(xscale="log", yscale="log", xlabel=r"median $\sigma$ of the moved weights",
-              ylabel="ppl / ppl(unquantized)", title=f"Block {n}")
+    right.set_yscale("symlog", linthresh=1e-3)
+    right.set(xscale="log", xlabel=r"median $\sigma$ of the moved weights", ylabel="ppl / ppl(unquantized) - 1",
+              title=f"Block {n}")
     right.legend(fontsize=7)
+    for ax in (left, right):
+        ax.xaxis.set_minor_formatter(NullFormatter())
     return fig
 
 

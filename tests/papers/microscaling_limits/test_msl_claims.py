@@ -90,7 +90,7 @@ def test_onset_inconclusive_when_the_point_below_sigma_star_straddles(points):
 def test_onset_detail_names_each_point(points):
     claim = onset(points, ue4(-0.05, -0.05, 0.1, 0.1))
     assert claim.detail.startswith("sigma* = 0.016 (pre-registered) at sweep position 1.32; onset at c=0.25 "
-                                   "(sigma 0.01); UE4M3 ppl(16)/ppl(32) - 1: c=1 (sigma 0.04) -4.88% [")
+                                   "(sigma 0.01); UE4M3 ppl(16)/ppl(32) - 1: c=1 (sigma 0.04) -4.877% [")
 
 
 def test_a_tie_is_no_inversion(points):
@@ -272,7 +272,7 @@ def test_ties_are_left_out():
     claims = {c.id: c for c in tensor_rows(ue4)}
     assert claims["sweep_narrow_tensors_invert"].verdict == R
     assert claims["sweep_narrow_tensors_invert"].detail == (
-        "60 of 60 tensors the theory predicts to invert with UE4M3 (MSE at block 16 > block 32) invert (sigma "
+        "60 of 60 tensors the theory predicts to invert with UE4M3 (MSE at block 16 > block 32) do (sigma "
         "0.01-0.01); 30 UE4M3 ties (every block zero at both sizes) left out")
     assert claims["sweep_narrow_tensors_invert"].estimate.method == (
         "Clopper-Pearson exact binomial interval over 60 tensors")

@@ -174,8 +174,8 @@ def test_plot_sweep(close):
     labels = [t.get_text() for t in left.get_legend().get_texts()]
     assert r"$\sigma^*$ ue4m3 (pre-registered)" in labels
     assert r"$\sigma^*$ ue5m3 (pre-registered)" not in labels  # 6.3e-5 is far outside the sweep
-    assert (right.get_yscale(), right.get_title()) == ("log", "Block 16")
+    assert (right.get_yscale(), right.get_title()) == ("symlog", "Block 16")
     gaps = {line.get_label(): list(line.get_ydata()) for line in right.lines}
-    assert gaps == {"ue4m3 W": [2.0, 1.25], "ue4m3 W+A": [2.0, 1.25], "ue5m3 W": [2.0, 1.25],
-                    "ue5m3 W+A": [2.0, 1.25]}
+    assert gaps == {"ue4m3 W": [1.0, 0.25], "ue4m3 W+A": [1.0, 0.25], "ue5m3 W": [1.0, 0.25],
+                    "ue5m3 W+A": [1.0, 0.25]}
     assert [line.get_linestyle() for line in right.lines] == ["-", "--", "-", "--"]
