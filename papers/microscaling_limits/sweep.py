@@ -43,6 +43,7 @@ RULE = "absmax"
 SCALES = ("ue4m3", "ue5m3")  # the block-scale formats the sweep's predictions name
 WEIGHTS_SUFFIX = "-weights"  # cell name suffix: weights only (no activation quantization)
 ZERO_SHOT_VARIANTS = ("ue4m3s", "ue5m3")  # the zero-shot comparison: UE5M3 vs UE4M3 with a per-tensor scale
+STUDY_FIELDS = ("window", "stride", "batch_size")  # what a sweep cell takes from the paper config's `model`
 
 
 def moved_include(transforms: Sequence[str]) -> str:
@@ -82,9 +83,9 @@ def sweep_plan(paper: Mapping[str, Any], workflow: Mapping[str, Any]) -> dict[st
     perplexity ``cells`` of each point (``unquantized``; weights only: every variant at ``n``, ``2n`` and
     ``figure_blocks``; weights and activations: every variant at ``n``); the ``zero_shot`` cells (weights only,
     UE4M3-S and UE5M3 at ``n``) of the ``zero_shot_points`` narrowest points; the tensor studies' ``scales``
-    (:data:`SCALES`) and ``tensor_blocks`` ``[n, 2n]``; ``model``, the cells' evaluation settings (the paper
-    config's ``model`` with the moved linears and ``sweep.max_tokens``). ValueError naming fewer than 2 factors
-    or points, more points than factors, or a zero-shot count beyond the points."""
+    (:data:`SCALES`) and ``tensor_blocks`` ``[n, 2n]``; ``model``, the cells' evaluation settings (window,
+    stride and batch size of the paper config's ``model``, the moved linears, ``sweep.max_tokens``). ValueError
+    naming fewer than 2 factors or points, more points than factors, or a zero-shot count beyond the points."""
     sweep = paper["sweep"]
     grid = sorted({float(f) for f in workflow["sweep"]["factors"]}, reverse=True)
     if len(grid) < 2:
@@ -107,7 +108,8 @@ def sweep_plan(paper: Mapping[str, Any], workflow: Mapping[str, Any]) -> dict[st
     include = moved_include(workflow["sweep"]["transforms"])
     return {"include": include, "scales": list(SCALES), "block_size": n, "pair": [n, 2 * n], "points": points,
             "cells": {p["model"]: cells for p in points},
-            "model": {**paper["model"], "include": include, "max_tokens": sweep["max_tokens"]},
+            "model": {**{k: paper["model"][k] for k in STUDY_FIELDS}, "include": include,
+                      "max_tokens": sweep["max_tokens"]},
             "zero_shot": {m: [cell_name(element, v, n, True) for v in ZERO_SHOT_VARIANTS] for m in narrow},
             "tensor_blocks": [n, 2 * n]}
 

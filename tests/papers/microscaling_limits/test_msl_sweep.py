@@ -54,7 +54,7 @@ def test_default_plan_every_factor_widest_first():
     assert sum(map(len, out["cells"].values())) == 5 * 10
     assert out["zero_shot"] == {m: ["e2m1-ue4m3s-b16-weights", "e2m1-ue5m3-b16-weights"]
                                 for m in ("small-c0.03", "small-c0.01")}
-    assert out["model"] == {**profile_config(raw_config(), "default")["model"], "include": MOVED, "max_tokens": 16384}
+    assert out["model"] == {"include": MOVED, "window": 256, "stride": 256, "batch_size": 8, "max_tokens": 16384}
 
 
 def test_figure_blocks_add_weights_only_cells():
