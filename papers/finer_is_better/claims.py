@@ -102,18 +102,12 @@ def numerical_claims(summary: Mapping[str, Any], specs: Mapping[str, ClaimSpec],
                              f"{mse('prevent_zero', 4, sa)[0] - mse('prevent_zero', 8, sa)[0]:.3g}, abs-max "
                              f"{mse('absmax', 4, sa)[0] - mse('absmax', 8, sa)[0]:.3g}"))
 
-    floor = curves(mse.table, REFERENCE_SCALE, "brute_force", "floor_scale_fraction")
-    live = [float(s) for s in floor.index if floor.loc[s, 8] < 1.0]
-    spec = specs["brute_force_finer_is_better"]
-    if live:
-        estimates = {s: ratio_excess(mse("brute_force", 4, s), mse("brute_force", 8, s),
-                                     f"{mc}; the largest of {len(live)} sigmas") for s in live}
-        worst = max(live, key=lambda s: estimates[s].value)
-        rows.append(judge(spec, estimates[worst], evidence=[evidence],
-                          detail=f"largest at sigma {worst:.3g} of {len(live)} sigmas above the scale floor"))
-    else:
-        rows.append(judge(spec, None, reason="every grid sigma sits on the scale floor at block 8",
-                          evidence=[evidence]))
+    brute = {region: ratio_excess(mse("brute_force", 4, sigma), mse("brute_force", 8, sigma), mc)
+             for region, sigma in (("A", sa), ("B", sb))}
+    worst = max(brute, key=lambda region: brute[region].value)
+    rows.append(judge(specs["brute_force_finer_is_better"], brute[worst], evidence=[evidence],
+                      detail="; ".join(f"at {at[r]}: {brute[r].value:+.3g}" for r in brute)
+                      + f" (the larger: {worst})"))
     rows.append(judge(specs["heuristics_short_of_brute_force"],
                       ratio_excess(mse("four_over_six_pz", 4, sb), mse("brute_force", 4, sb), mc),
                       detail=f"block 4 at {at['B']}: 4/6 + prevent-zero {mse('four_over_six_pz', 4, sb)[0]:.4g}, "

@@ -1,22 +1,46 @@
-"""End to end, finer_is_better specifics from the session's smoke build (``conftest.py``): the claims it must
-check, the checksums cover the cells, one cell reruns alone, and a wrong config key stops the run before any
-work. The checks every report shares are in ``test_reports.py``."""
+"""End to end, finer_is_better specifics from the session's smoke build (``conftest.py``): every configured claim
+has a row per operand set with an interval and a rule-made verdict, the implementation checks passed, the sweep
+computes one function, the checksums cover the cells, one sweep point's cells rerun alone, and a wrong config
+key stops the run before any work. The checks every report shares are in ``test_reports.py``."""
 
 import json
 import re
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.slow
 PAPER = "finer_is_better"
-CELL = "results/finer_is_better/ptq/smoke/e2m1-ue4m3-b4-four_over_six.json"
+CELL = "results/finer_is_better/ptq/smoke-c0.7/wa/e2m1-ue4m3-b4-four_over_six.json"
+NUMERICAL = {"absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists", "four_over_six_resolves_region_b",
+             "four_over_six_pz_resolves_region_b", "four_over_six_alone_leaves_region_a",
+             "brute_force_finer_is_better", "heuristics_short_of_brute_force"}
 
 
-def test_the_paper_claims_are_all_checked(smoke_build):
-    claims = json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())
-    assert {c["id"] for c in claims} >= {"absmax_reversal", "prevent_zero_region_a", "four_over_six_region_b",
-                                         "brute_force_monotone", "heuristics_above_brute_force",
-                                         "four_over_six_gap_block4", "u_shape", "hierarchical_vs_ue5m3"}
+def test_every_claim_has_its_rows_with_intervals(smoke_build):
+    document = json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())
+    config = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]
+    sweep_ids = set(config["claims"]) - NUMERICAL
+    expected = NUMERICAL | {f"{cid}_{op}" for cid in sweep_ids for op in ("w", "wa")}
+    assert {c["id"] for c in document["claims"]} == expected
+    assert sum(document["counts"].values()) == len(expected)
+    for row in document["claims"]:
+        assert row["estimate"] is not None or row["reason"], row["id"]
+        if row["estimate"] is not None:
+            assert row["estimate"]["low"] <= row["estimate"]["high"]
+    assert {c["id"] for c in document["checks"]} == {
+        "brute_force_lowest", "brute_force_monotone", "prevent_zero_no_zero_scale", "prevent_zero_at_most_absmax",
+        "sweep_preserves_function"}
+    assert all(c["passed"] for c in document["checks"])
+
+
+def test_sweep_points_share_the_function_and_move_sigma(smoke_build):
+    points = {c: json.loads((smoke_build / f"results/{PAPER}/ptq/smoke-c{c}/summary.json").read_text())
+              for c in ("2", "0.7", "0.25")}
+    assert points["2"]["perplexity"] == pytest.approx(points["0.7"]["perplexity"], rel=1e-4)
+    assert points["0.25"]["perplexity"] == pytest.approx(points["0.7"]["perplexity"], rel=1e-4)
+    assert points["2"]["sigma"] == pytest.approx(2 / 0.7 * points["0.7"]["sigma"], rel=1e-5)
+    assert points["0.25"]["sigma"] == pytest.approx(0.25 / 0.7 * points["0.7"]["sigma"], rel=1e-5)
 
 
 def test_checksums_cover_the_cells(smoke_build):
@@ -29,7 +53,7 @@ def test_one_cell_reruns_alone(smoke_build, run_snakemake):
     dry = run_snakemake(smoke_build, "-n", "--forcerun", CELL, "--", CELL)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
-    assert dict(jobs) == {"fib_ptq_cell": "1", "total": "1"}
+    assert dict(jobs) == {"fib_ptq_cells": "1", "total": "1"}
 
 
 def test_a_wrong_config_key_stops_before_any_work(smoke_build, run_snakemake):
