@@ -118,10 +118,10 @@ def claims(args: argparse.Namespace) -> None:
         claim_specs(config["claims"]), element=config["element"], preregistered=read_json(args.preregistered),
         validation=read_json(args.validation), theory_cells=[read_json(p) for p in args.theory],
         points=sweep_points(config["points"], tensor_cells), tensor_cells=tensor_cells,
-        data=windows(read_json(p) for p in args.cells), zero_shot=[read_json(p) for p in args.zero_shot],
-        bootstrap=json_object(args.evidence_json, "--evidence-json"),
+        data=windows([read_json(p) for p in args.cells], args.cells),
+        zero_shot=[read_json(p) for p in args.zero_shot], bootstrap=json_object(args.evidence_json, "--evidence-json"),
         sources={"preregistered": [args.preregistered], "validation": [args.validation], "theory": args.theory,
-                 "tensors": args.tensors, "cells": args.cells, "zero_shot": args.zero_shot})
+                 "tensors": args.tensors, "zero_shot": args.zero_shot})
     write_json(args.out, claims_document(rows, checks))
 
 

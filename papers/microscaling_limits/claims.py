@@ -109,12 +109,13 @@ def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Wind
                                 **bootstrap_options(bootstrap))
     ratios = [ratio_estimate(data, a, b, bootstrap) for a, b in keys]
     onset = next((k for k, r in enumerate(ratios) if r.value > 0), None)
+    cited = [*sources, *data.sources(k for ab in keys for k in ab)]
     found = "no point inverts" if onset is None else f"onset at {_point(points[onset])}"
     detail = (f"sigma* = {sigma_star:.3g} (pre-registered) at sweep position {predicted:.2f}; {found}; UE4M3 "
               f"ppl({pair[0]})/ppl({pair[1]}) - 1: " + ", ".join(
                   f"{_point(p)} {_pct(r.value)} [{_pct(r.low)}, {_pct(r.high)}]"
                   for p, r in zip(points, ratios, strict=True)))
-    return judge(spec, estimate, detail=detail, evidence=sources)
+    return judge(spec, estimate, detail=detail, evidence=cited)
 
 
 def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
@@ -130,9 +131,10 @@ def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windo
         return judge(spec, None, reason=f"no sweep point is wider than the UE4M3 crossover sigma* = {sigma_star:.3g}",
                      evidence=sources)
     small, large = pair_cells(element, "ue4m3", pair)
-    estimate = ratio_estimate(data, (widest["model"], small), (widest["model"], large), bootstrap)
+    keys = [(widest["model"], small), (widest["model"], large)]
+    estimate = ratio_estimate(data, *keys, bootstrap)
     return judge(spec, estimate, detail=f"{_point(widest)}, sigma* = {sigma_star:.3g}: UE4M3 ppl({pair[0]})/"
-                 f"ppl({pair[1]}) - 1 = {_pct(estimate.value)}", evidence=sources)
+                 f"ppl({pair[1]}) - 1 = {_pct(estimate.value)}", evidence=[*sources, *data.sources(keys)])
 
 
 def _max_over(data: Windows, keys: Sequence[tuple[tuple[str, str], tuple[str, str]]], absolute: bool,
@@ -160,7 +162,7 @@ def ue5m3_inversion_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], 
     detail = f"UE5M3 ppl({pair[0]})/ppl({pair[1]}) - 1 at the {len(narrow)} points at or below sigma* = " \
              f"{sigma_star:.3g}: " + ", ".join(f"{_point(p)} {_pct(ratio_estimate(data, a, b, bootstrap).value)}"
                                                for p, (a, b) in zip(narrow, keys, strict=True))
-    return judge(spec, estimate, detail=detail, evidence=sources)
+    return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
 
 def equivalence_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
@@ -175,7 +177,7 @@ def equivalence_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data
     detail = f"ppl_UE5M3/ppl_UE4M3-S - 1 at block {block_size}: " + ", ".join(
         f"{_point(p)} {_pct(ratio_estimate(data, a, b, bootstrap).value)}"
         for p, (a, b) in zip(points, keys, strict=True))
-    return judge(spec, estimate, detail=detail, evidence=sources)
+    return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
 
 def zero_shot_claim(spec: ClaimSpec, task: str, points: Sequence[Mapping[str, Any]],
@@ -303,7 +305,8 @@ def theory_checks(theory_cells: Sequence[Mapping[str, Any]], validation: Mapping
 
 def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequence[Mapping[str, Any]],
                  sources: Sequence[str]) -> list[Check]:
-    """The sweep keeps the unquantized perplexity and moves every moved tensor's sigma by its factor."""
+    """The sweep keeps the unquantized perplexity and moves every moved tensor's sigma by its factor
+    (``sources``: the tensor studies; the unquantized cells' paths come from ``data``)."""
     ppl = {p["model"]: math.exp(data.cells[(p["model"], "unquantized")][0].sum()
                                 / data.cells[(p["model"], "unquantized")][1].sum()) for p in points}
     ref = points[0]
@@ -315,7 +318,8 @@ def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequ
         Check("sweep_preserves_function", "every sweep point computes the base model's function: its unquantized "
               f"perplexity equals the widest point's within {FUNCTION_TOLERANCE:g} (relative)",
               ", ".join(f"c={p['factor']:g}: {ppl[p['model']]:.4f}" for p in points)
-              + f"; largest relative difference {drift:.1e}", drift <= FUNCTION_TOLERANCE, tuple(sources)),
+              + f"; largest relative difference {drift:.1e}", drift <= FUNCTION_TOLERANCE,
+              tuple(data.sources((p["model"], "unquantized") for p in points))),
         Check("sweep_moves_sigma_by_factor", "every moved weight tensor's sigma at factor c is c / c_widest times "
               f"its sigma at the widest point (within {SIGMA_TOLERANCE:g}, relative)",
               f"largest relative deviation {moved:.1e} over {len(stds[ref['model']])} tensors x {len(points)} points",
@@ -330,14 +334,15 @@ def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered:
                  sources: Mapping[str, Sequence[str]]) -> tuple[list[Claim], list[Check]]:
     """Every row of :data:`CLAIM_IDS` and every check. ``points``: :func:`.sweep.sweep_points` (widest first);
     ``sources``: the artifact paths behind each kind of evidence (``preregistered``, ``validation``, ``theory``,
-    ``tensors``, ``cells``, ``zero_shot``). ValueError naming a claim id the config lacks or does not know."""
+    ``tensors``, ``zero_shot``; a perplexity row cites its own cells from ``data.paths``). ValueError naming a
+    claim id the config lacks or does not know."""
     missing, unknown = sorted(set(CLAIM_IDS) - set(specs)), sorted(set(specs) - set(CLAIM_IDS))
     if missing or unknown:
         raise ValueError(f"claims: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; the claims "
                          f"computed here are {', '.join(CLAIM_IDS)}")
     pair, sigma_star = preregistered["pair"], preregistered["crossover"]["ue4m3"]
     level = float(bootstrap["level"])
-    sweep = [*sources["preregistered"], *sources["tensors"], *sources["cells"]]
+    sweep = [*sources["preregistered"], *sources["tensors"]]  # + each row's own cells (data.paths)
     ppl = (points, data, element, pair, sigma_star, bootstrap, sweep)
     rows = [onset_claim(specs["sweep_inversion_onset"], *ppl), wide_claim(specs["sweep_wide_no_inversion"], *ppl),
             ue5m3_inversion_claim(specs["sweep_ue5m3_no_inversion"], *ppl),
@@ -351,5 +356,5 @@ def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered:
             theory_match_claim(specs["theory_matches_simulation"], validation, level, sources["validation"]),
             zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"])]
     checks = [*theory_checks(theory_cells, validation, sources["theory"], sources["validation"][0]),
-              *sweep_checks(points, data, tensor_cells, [*sources["tensors"], *sources["cells"]])]
+              *sweep_checks(points, data, tensor_cells, sources["tensors"])]
     return rows, checks

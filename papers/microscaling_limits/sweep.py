@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -163,9 +163,14 @@ def grid_position(sigmas: Sequence[float], sigma: float) -> float:
 @dataclass(frozen=True)
 class Windows:
     """Per-window NLL sums and token counts of perplexity cells, keyed ``(model, cell)``, all over the same
-    windows (:func:`windows`)."""
+    windows (:func:`windows`), and the artifact each was read from (``paths``, where known)."""
 
     cells: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    paths: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    def sources(self, keys: Iterable[tuple[str, str]]) -> list[str]:
+        """The artifacts of ``keys`` (once each, in order; cells without a known path are skipped)."""
+        return [self.paths[k] for k in dict.fromkeys(keys) if k in self.paths]
 
     def columns(self, keys: Iterable[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Bootstrap columns ``<model>/<cell>.nll`` and ``.tokens`` of ``keys`` (KeyError naming a missing cell)."""
@@ -182,13 +187,17 @@ def column(model: str, cell: str) -> str:
     return f"{model}/{cell}"
 
 
-def windows(records: Iterable[Mapping[str, Any]]) -> Windows:
+def windows(records: Iterable[Mapping[str, Any]], paths: Sequence[str] | None = None) -> Windows:
     """:class:`Windows` of perplexity cells (each with ``name``, the model's name, ``cell`` and
-    ``metrics.perplexity.window_nll`` / ``window_tokens``); ValueError naming a record whose windows differ from
-    the first one's, or a repeat."""
+    ``metrics.perplexity.window_nll`` / ``window_tokens``) read from ``paths`` (one per record, when given);
+    ValueError naming a record whose windows differ from the first one's, or a repeat."""
     cells: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    sources: dict[tuple[str, str], str] = {}
     reference = None
-    for record in records:
+    records = list(records)
+    if paths is not None and len(paths) != len(records):
+        raise ValueError(f"{len(paths)} paths for {len(records)} perplexity cells")
+    for i, record in enumerate(records):
         key = (record["name"], record["cell"])
         scores = record["metrics"]["perplexity"]
         tokens = np.asarray(scores["window_tokens"], dtype=np.float64)
@@ -201,7 +210,9 @@ def windows(records: Iterable[Mapping[str, Any]]) -> Windows:
                              f"{int(tokens.sum())} tokens) than {reference[0][1]!r} of {reference[0][0]!r} "
                              f"({reference[1].size}, {int(reference[1].sum())}): the bootstrap pairs windows")
         cells[key] = (np.asarray(scores["window_nll"], dtype=np.float64), tokens)
-    return Windows(cells)
+        if paths is not None:
+            sources[key] = str(paths[i])
+    return Windows(cells, sources)
 
 
 def log_ratio(sums: Mapping[str, np.ndarray], numerator: tuple[str, str], denominator: tuple[str, str]

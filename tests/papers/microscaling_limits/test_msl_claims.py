@@ -41,12 +41,12 @@ def points():
     return sweep_points(MODELS, [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)])
 
 
-def data(planted):
+def data(planted, paths=False):
     """Windows of every cell of every point: ``planted[(point index, cell)] = (log ratio, noise)`` to the
-    reference offsets 0 (each cell its own noise draw)."""
+    reference offsets 0 (each cell its own noise draw); ``paths``: each read from ``<model>/<cell>.json``."""
     records = [ppl_record(m["model"], cell, *planted.get((i, cell), (0.0, 0.0)), seed=10 * i + j)
                for i, m in enumerate(MODELS) for j, cell in enumerate(CELLS)]
-    return windows(records)
+    return windows(records, [f"{r['name']}/{r['cell']}.json" for r in records] if paths else None)
 
 
 def ue4(*values):
@@ -389,10 +389,9 @@ def all_claims(points, planted, **overrides):
               "validation": validation_result(zero_block=zero_rows(),
                                               crossovers=[crossover_row("ue4m3", 16, STAR)],
                                               points=resolved_points(0.001, 0.002)),
-              "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells, "data": data(planted),
-              "zero_shot": zero, "bootstrap": BOOTSTRAP,
-              "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "theory", "tensors", "cells",
-                                                      "zero_shot")}}
+              "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells,
+              "data": data(planted, paths=True), "zero_shot": zero, "bootstrap": BOOTSTRAP,
+              "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "theory", "tensors", "zero_shot")}}
     return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
 
 
@@ -410,9 +409,16 @@ def test_every_configured_claim_is_computed_in_order(points):
     assert [c["id"] for c in document["checks"]] == ["theory_parts_sum_to_total",
                                                      "zero_block_probability_reconstruction",
                                                      "sweep_preserves_function", "sweep_moves_sigma_by_factor"]
-    by_id = {c.id: c for c in rows}
-    assert by_id["sweep_inversion_onset"].evidence == ("preregistered.json", "tensors.json", "cells.json")
+    by_id = {c.id: c for c in rows}  # each row cites the cells it reads
+    assert by_id["sweep_inversion_onset"].evidence == ("preregistered.json", "tensors.json", *(
+        f"{m['model']}/e2m1-ue4m3-b{b}-weights.json" for m in MODELS for b in PAIR))
+    assert by_id["sweep_wide_no_inversion"].evidence[2:] == ("m-c1/e2m1-ue4m3-b16-weights.json",
+                                                             "m-c1/e2m1-ue4m3-b32-weights.json")
+    assert by_id["ue5m3_matches_ue4m3s_perplexity_activations"].evidence[2:] == tuple(
+        f"{m['model']}/e2m1-{v}-b16.json" for m in MODELS for v in ("ue5m3", "ue4m3s"))
     assert by_id["ue5m3_matches_ue4m3s_cloze"].evidence == ("tensors.json", "zero_shot.json")
+    assert {c["id"]: c["evidence"] for c in document["checks"]}["sweep_preserves_function"] == [
+        f"{m['model']}/unquantized.json" for m in MODELS]
 
 
 def test_the_config_must_name_exactly_the_computed_claims(points):

@@ -138,6 +138,12 @@ def test_windows_pair_the_cells_and_refuse_other_windows():
         windows([a, a])
     with pytest.raises(KeyError, match=r"no perplexity cell 'e2m1-ue5m3-b16' of sweep point 'm'"):
         data.columns([("m", "e2m1-ue5m3-b16")])
+    assert data.sources([("m", "unquantized")]) == []  # no paths given
+    cited = windows([a, b], ["a.json", "b.json"])
+    assert cited.sources([("m", "e2m1-ue4m3-b16-weights"), ("m", "unquantized"), ("m", "unquantized")]) == [
+        "b.json", "a.json"]
+    with pytest.raises(ValueError, match=r"1 paths for 2 perplexity cells"):
+        windows([a, b], ["a.json"])
 
 
 def test_summary_rows_ratios_and_zero_shot():
