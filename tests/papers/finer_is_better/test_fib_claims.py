@@ -13,9 +13,10 @@ from papers.finer_is_better.claims import all_claims, numerical_checks, numerica
 from papers.finer_is_better.numerical import summary
 
 EVIDENCE = {"level": 0.95, "resamples": 1000, "seed": 0}
-NUMERICAL_IDS = ["absmax_reversal", "region_b_persists", "four_over_six_resolves_region_b",
-                 "four_over_six_pz_resolves_region_b", "four_over_six_alone_leaves_region_a",
-                 "prevent_zero_removes_region_a", "brute_force_finer_is_better", "heuristics_short_of_brute_force"]
+NUMERICAL_IDS = ["absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists",
+                 "four_over_six_resolves_region_b", "four_over_six_pz_resolves_region_b",
+                 "four_over_six_alone_leaves_region_a", "brute_force_finer_is_better",
+                 "heuristics_short_of_brute_force"]
 SWEEP_IDS = ["u_shape_absmax", "prevent_zero_keeps_u_shape", "four_over_six_removes_u_shape",
              "four_over_six_pz_removes_u_shape", "wide_models_intuitive", "four_over_six_cuts_block4_gap",
              "hierarchical_comparable_to_ue5m3"]
@@ -46,7 +47,7 @@ def test_every_numerical_row_reproduced_on_the_planted_curves():
     assert rows["prevent_zero_removes_region_a"].estimate.value == pytest.approx(-1.0)  # (1 - 2) / (3 - 2)
     assert rows["region_b_persists"].estimate.value == pytest.approx(1 / 32)
     assert rows["heuristics_short_of_brute_force"].estimate.value == pytest.approx(1.0)  # 1.0 / 0.5 - 1
-    assert rows["brute_force_finer_is_better"].detail == ("at sigma_A = 1e-05: -0.5; at sigma_B = 0.01: -0.5 "
+    assert rows["brute_force_finer_is_better"].detail == ("at $\\sigma_A = 1e-05$: -0.5; at $\\sigma_B = 0.01$: -0.5 "
                                                           "(the larger: A)")
 
 
