@@ -1,5 +1,6 @@
 """Uncertainty of the estimates a claims table reports: one :class:`Estimate` (value and a two-sided interval)
-from four sources, each matched to what varies in the experiment.
+from five sources, each matched to what varies in the experiment, and :class:`Evidence`, the workflow's interval
+settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.yaml``), the same for every claim.
 
 * :func:`paired_bootstrap` -- a nonparametric bootstrap over *units* (evaluation windows, documents, zero-shot
   examples) shared by every model compared. One resample draws ``n`` unit indices with replacement,
@@ -10,6 +11,17 @@ from four sources, each matched to what varies in the experiment.
   of sums. The interval is the percentile interval: the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of the
   replicates with linear interpolation. With the same seed this equals
   ``scipy.stats.bootstrap(..., paired=True, method="percentile", rng=default_rng(seed))`` (tested).
+* :func:`block_bootstrap` -- the circular block bootstrap of Politis and Romano (1992) over *ordered*, serially
+  dependent units (training steps: the loss gap and the saturation of step ``t`` depend on step ``t - 1``, so
+  resampling steps one by one would understate the variance). A resample of ``n`` units is ``k = ceil(n / b)``
+  blocks with starts ``s ~ U{0, .., n - 1}`` (``rng.integers(0, n, (resamples, k))``), block ``s`` being the units
+  ``s, s + 1, .., s + b - 1`` modulo ``n``, truncated to ``n`` units. Wrapping around gives every unit the same
+  chance to be drawn, so the resampled sums are centred on the sample's. The block length defaults to
+  :func:`block_length`, ``b = ceil(n^(1/3))``, the order of the variance-optimal block length (Hall, Horowitz and
+  Jing, 1995). Columns enter as sums and the interval is the percentile interval, as in the paired bootstrap; with
+  ``b = 1`` the draw is :func:`resample_counts`'s, so the two give the same estimate (tested). Within one series
+  the interval describes the variation of a mean along that series, not between realizations of it (e.g. training
+  seeds).
 * :func:`normal_interval` -- a Monte Carlo estimate with its standard error: ``value +- z_{(1+level)/2} * se``.
 * :func:`t_interval` -- over seeds (a trained quantity, one value per seed; paired differences are formed by the
   caller, seed by seed): ``mean +- t_{(1+level)/2, n-1} * sd / sqrt(n)`` with the ``n - 1`` sample sd, as
@@ -31,7 +43,10 @@ LEVEL = 0.95
 RESAMPLES = 2000
 MIN_RESAMPLES = 1000
 
+EVIDENCE_FIELDS = ("level", "resamples", "seed")
+
 Sums = Mapping[str, np.ndarray]
+Columns = Mapping[str, Sequence[float] | np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -82,39 +97,101 @@ def _check_level(level: float) -> None:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
 
 
-def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
-    """``(resamples, n)`` float64: how often each of ``n`` units is drawn in each bootstrap resample
-    (``rng.integers(0, n, (resamples, n))``, the draw scipy's paired bootstrap makes)."""
+@dataclass(frozen=True)
+class Evidence:
+    """How intervals are made (the workflow config's ``evidence:``): the confidence ``level``, the bootstrap's
+    ``resamples`` and the ``seed`` of its draw; ValueError naming a bad value."""
+
+    level: float
+    resamples: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.level < 1:
+            raise ValueError(f"evidence level must be in (0, 1), got {self.level!r}")
+        if isinstance(self.resamples, bool) or not isinstance(self.resamples, int) or self.resamples < MIN_RESAMPLES:
+            raise ValueError(f"evidence resamples must be an integer >= {MIN_RESAMPLES}, got {self.resamples!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"evidence seed must be an integer >= 0, got {self.seed!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        """The settings of ``{"level", "resamples", "seed"}`` (ValueError naming a missing or unknown key)."""
+        missing, unknown = [f for f in EVIDENCE_FIELDS if f not in data], [f for f in data if f not in EVIDENCE_FIELDS]
+        if missing or unknown:
+            raise ValueError(f"evidence settings: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+        return cls(float(data["level"]), data["resamples"], data["seed"])
+
+    def paired(self, columns: Columns, statistic: Callable[[Sums], Any], unit: str) -> Estimate:
+        """:func:`paired_bootstrap` over exchangeable ``unit`` (evaluation windows, examples, probes)."""
+        return paired_bootstrap(columns, statistic, resamples=self.resamples, seed=self.seed, level=self.level,
+                                unit=unit)
+
+    def blocks(self, columns: Columns, statistic: Callable[[Sums], Any], unit: str, block: int | None = None
+               ) -> Estimate:
+        """:func:`block_bootstrap` over ordered, serially dependent ``unit`` (training steps)."""
+        return block_bootstrap(columns, statistic, resamples=self.resamples, seed=self.seed, level=self.level,
+                               unit=unit, block=block)
+
+
+def block_length(n: int) -> int:
+    """``ceil(n^(1/3))`` in integers: the least ``b >= 1`` with ``b^3 >= n`` (ValueError for ``n < 1``)."""
+    if n < 1:
+        raise ValueError(f"a block length needs at least 1 unit, got {n}")
+    b = max(1, round(n ** (1 / 3)))
+    while b**3 < n:
+        b += 1
+    while b > 1 and (b - 1) ** 3 >= n:
+        b -= 1
+    return b
+
+
+def circular_block_counts(n: int, block: int, resamples: int, seed: int) -> np.ndarray:
+    """``(resamples, n)`` float64: how often each of ``n`` ordered units is drawn in each circular block resample
+    (module docstring: ``ceil(n / block)`` starts from ``rng.integers(0, n, ...)``, blocks wrapping modulo ``n``)."""
     if n < 2:
         raise ValueError(f"a bootstrap needs at least 2 units, got {n}")
+    if not 1 <= block <= n:
+        raise ValueError(f"block length must be in [1, {n}], got {block}")
     if resamples < MIN_RESAMPLES:
         raise ValueError(f"resamples must be >= {MIN_RESAMPLES}, got {resamples}")
-    draws = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    blocks = math.ceil(n / block)
+    starts = np.random.default_rng(seed).integers(0, n, (resamples, blocks))
+    drawn = ((starts[:, :, None] + np.arange(block)) % n).reshape(resamples, blocks * block)[:, :n]
     counts = np.zeros((resamples, n))
-    np.add.at(counts, (np.arange(resamples)[:, None], draws), 1.0)
+    np.add.at(counts, (np.arange(resamples)[:, None], drawn), 1.0)
     return counts
 
 
-def paired_bootstrap(columns: Mapping[str, Sequence[float] | np.ndarray], statistic: Callable[[Sums], Any], *,
-                     resamples: int = RESAMPLES, seed: int = 0, level: float = LEVEL, unit: str = "units"
-                     ) -> Estimate:
-    """Paired percentile bootstrap of ``statistic`` (see the module docstring).
+def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """``(resamples, n)`` float64: how often each of ``n`` units is drawn in each bootstrap resample
+    (``rng.integers(0, n, (resamples, n))``, the draw scipy's paired bootstrap makes): the circular block draw
+    with blocks of one unit."""
+    return circular_block_counts(n, 1, resamples, seed)
 
-    ``columns`` maps names to per-unit values (all the same length ``n``: unit ``j`` of every column is the
-    same window, document or example). ``statistic`` receives the column sums, each an array (shape ``()`` for
-    the point estimate, ``(resamples,)`` for the replicates), and returns the statistic elementwise. The point
-    estimate is the statistic of the full sample. A replicate that is not finite (e.g. 0/0) is an error naming
-    the statistic's value, never silently dropped.
-    """
-    _check_level(level)
+
+def _unit_columns(columns: Columns, caller: str, unit: str) -> tuple[dict[str, np.ndarray], int]:
+    """``columns`` as float64 arrays and their common length ``n >= 2`` (ValueError naming the shapes)."""
     if not columns:
-        raise ValueError("paired_bootstrap needs at least one column")
+        raise ValueError(f"{caller} needs at least one column")
     data = {name: np.asarray(values, dtype=np.float64) for name, values in columns.items()}
-    lengths = {name: v.shape for name, v in data.items()}
-    n = next(iter(data.values())).shape[0] if next(iter(data.values())).ndim == 1 else -1
-    if any(shape != (n,) for shape in lengths.values()):
-        raise ValueError(f"paired_bootstrap columns must be 1-D of one length, got {lengths}")
-    counts = resample_counts(n, resamples, seed)
+    shapes = {name: v.shape for name, v in data.items()}
+    first = next(iter(data.values()))
+    n = first.shape[0] if first.ndim == 1 else -1
+    if any(shape != (n,) for shape in shapes.values()):
+        raise ValueError(f"{caller} columns must be 1-D of one length, got {shapes}")
+    if n < 2:
+        raise ValueError(f"a bootstrap needs at least 2 {unit}, got {n}")
+    return data, n
+
+
+def _percentile(data: Mapping[str, np.ndarray], counts: np.ndarray, statistic: Callable[[Sums], Any], level: float,
+                method: str) -> Estimate:
+    """The percentile interval of ``statistic`` over the resamples of ``counts`` (``(resamples, n)``: how often
+    each unit is drawn): replicate ``r`` gets the sums ``counts[r] @ column``, the point estimate the full sums; the
+    interval is the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles of the replicates. A replicate that is not
+    finite (e.g. 0/0) is an error naming the point estimate, never silently dropped."""
+    resamples = counts.shape[0]
     with np.errstate(all="ignore"):  # a non-finite replicate is refused below, naming the point estimate
         replicates = np.asarray(statistic({name: counts @ v for name, v in data.items()}), dtype=np.float64)
         if replicates.shape != (resamples,):
@@ -124,8 +201,37 @@ def paired_bootstrap(columns: Mapping[str, Sequence[float] | np.ndarray], statis
         raise ValueError(f"the bootstrap statistic is not finite (point estimate {point}); check the columns")
     alpha = (1 - level) / 2
     low, high = np.quantile(replicates, [alpha, 1 - alpha])
-    method = f"paired bootstrap over {n} {unit} ({resamples} resamples, seed {seed}, percentile)"
     return Estimate(point, float(low), float(high), method, level)
+
+
+def paired_bootstrap(columns: Columns, statistic: Callable[[Sums], Any], *, resamples: int = RESAMPLES,
+                     seed: int = 0, level: float = LEVEL, unit: str = "units") -> Estimate:
+    """Paired percentile bootstrap of ``statistic`` (see the module docstring).
+
+    ``columns`` maps names to per-unit values (all the same length ``n``: unit ``j`` of every column is the
+    same window, document or example). ``statistic`` receives the column sums, each an array (shape ``()`` for
+    the point estimate, ``(resamples,)`` for the replicates), and returns the statistic elementwise. The point
+    estimate is the statistic of the full sample. A replicate that is not finite (e.g. 0/0) is an error naming
+    the statistic's value, never silently dropped.
+    """
+    _check_level(level)
+    data, n = _unit_columns(columns, "paired_bootstrap", unit)
+    method = f"paired bootstrap over {n} {unit} ({resamples} resamples, seed {seed}, percentile)"
+    return _percentile(data, resample_counts(n, resamples, seed), statistic, level, method)
+
+
+def block_bootstrap(columns: Columns, statistic: Callable[[Sums], Any], *, resamples: int = RESAMPLES,
+                    seed: int = 0, level: float = LEVEL, unit: str = "steps", block: int | None = None) -> Estimate:
+    """Circular block bootstrap of ``statistic`` (module docstring). ``columns`` are per-unit values in order (all
+    the same length ``n``, unit ``j`` of every column the same step: the same blocks serve every column, paired);
+    ``block`` defaults to :func:`block_length`. ``statistic`` is as in :func:`paired_bootstrap`."""
+    _check_level(level)
+    data, n = _unit_columns(columns, "block_bootstrap", unit)
+    b = block_length(n) if block is None else block
+    rule = " = ceil(n^(1/3))" if block is None else ""
+    method = (f"circular block bootstrap over {n} consecutive {unit} (blocks of {b}{rule} {unit}, {resamples} "
+              f"resamples, seed {seed}, percentile)")
+    return _percentile(data, circular_block_counts(n, b, resamples, seed), statistic, level, method)
 
 
 def normal_interval(value: float, standard_error: float, *, level: float = LEVEL,

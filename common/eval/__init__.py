@@ -15,10 +15,13 @@ from .fake_quant import fake_quant_perplexity, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from .scores import ACCURACY, AccuracyFields, example_correct, score_mismatches, window_columns
 from .tasks import build_choice_task, build_cloze_task, read_task, sentence_spans, write_task
 from .zeroshot import encode_pair, loglikelihoods, score_choice, score_cloze
 
 __all__ = [
+    "ACCURACY",
+    "AccuracyFields",
     "accuracy_standard_error",
     "build_choice_task",
     "build_cloze_task",
@@ -26,6 +29,7 @@ __all__ = [
     "encode_pair",
     "evaluate_checkpoint",
     "evaluation_record",
+    "example_correct",
     "fake_quant_perplexity",
     "file_summary",
     "loglikelihoods",
@@ -37,7 +41,9 @@ __all__ = [
     "run_lm_eval",
     "score_choice",
     "score_cloze",
+    "score_mismatches",
     "sentence_spans",
+    "window_columns",
     "window_spans",
     "write_evaluation",
     "write_task",

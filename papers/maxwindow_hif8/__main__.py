@@ -80,13 +80,13 @@ def figure(args: argparse.Namespace) -> None:
 
 def claims(args: argparse.Namespace) -> None:
     from common.report import claim_specs, claims_document
+    from common.uncertainty import Evidence
 
     from .claims import StudyArtifacts, study_checks, study_claims
-    from .evidence import Bootstrap
 
     config = json_object(args.config_json)
     specs = claim_specs(config["claims"], "maxwindow_hif8.claims")
-    settings = Bootstrap.from_dict(json_object(args.evidence_json, "--evidence-json"))
+    settings = Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))
     study = StudyArtifacts.read(config, args.evaluations, args.logs, args.telemetry)
     checks = study_checks(study, read_json(args.observer_study), args.observer_study)
     write_json(args.out, claims_document(study_claims(specs, study, settings), checks))  # a failed check: nothing

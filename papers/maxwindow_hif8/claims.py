@@ -17,9 +17,16 @@ checkpoint quantization, BF16 ones as trained):
 
 Intervals: the first two by the paired bootstrap over the windows / examples (every model compared was scored on
 the same windows of the same split, and on the same examples); the last two by the circular block bootstrap over
-training steps (:mod:`papers.maxwindow_hif8.evidence`: steps are serially dependent). Each run is one training
-seed, so no interval holds seed-to-seed variation; every method string says so. The statistics take the artifacts
-of the runs they compare (:class:`StudyArtifacts`), so that seeds (issue 14) can pair them seed by seed.
+training steps (:func:`common.uncertainty.block_bootstrap`: steps are serially dependent), both with the workflow's
+:class:`common.uncertainty.Evidence` settings. Each run is one training seed, so no interval holds seed-to-seed
+variation; every method string says so. The statistics take the artifacts of the runs they compare
+(:class:`StudyArtifacts`), so that seeds (issue 14) can pair them seed by seed.
+
+The forgetting rows compare the high learning rate with the low one; how much the low rate keeps of the pretraining
+corpus is the regime that comparison rests on, so each of them shows it in its detail (:func:`forgetting_claim`):
+``P_low / P_base - 1`` of bf16-lrlow vs the base model on the pretraining corpus, by the same paired bootstrap. It
+is no claim of its own: no threshold for it was fixed before the data (issue 14 re-picks the learning rates so that
+the low one keeps the pretraining corpus by design).
 
 Saturation is *scale-induced*: a layer-step saturates when its amax exceeds the amax its delayed scale was predicted
 from (``overflow`` in the telemetry). With ``max_val = 15`` and HiF8's largest finite value 2^15 the format itself
@@ -32,23 +39,22 @@ recorded metrics.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from common.analysis.observer_study import TRACE_OPTIONS
+from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
 from common.io import read_json
 from common.observers import make_observer
 from common.qat import ROLES
 from common.report import Check, Claim, ClaimSpec, judge
-from common.uncertainty import Estimate, log_perplexity, perplexity_columns, resample_counts
+from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts
 
-from .evidence import Bootstrap
 from .settings import run_names, run_settings
 from .study import read_losses, read_telemetry
 
@@ -56,20 +62,8 @@ ONE_SEED = "; one training seed per model: evaluation sampling only, not seed-to
 ONE_RUN = "; one training seed per run: variation along its trajectory, not seed-to-seed variation"
 PRECISIONS = {"hif8": "HiF8", "bf16": "BF16"}
 CORPORA = ("pretrain", "shift")
-RELATIVE_TOLERANCE = 1e-9  # a metric recomputed from its per-unit scores (float sums in another order)
-
-
-class TaskFields(NamedTuple):
-    """Where a zero-shot task's accuracy lives in its metric group: the ``metric``, its per-example correctness
-    and its correct count."""
-
-    metric: str
-    per_example: str
-    total: str
-
-
-TASKS = {"cloze": TaskFields("acc", "example_correct", "correct"),
-         "choice": TaskFields("acc_norm", "example_correct_norm", "correct_norm")}
+TASKS = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}  # the zero-shot task -> the accuracy claimed
+LOW_RATE, BASE = ("bf16", "bf16-lrlow"), ("bf16", "base")  # the regime of the forgetting rows
 
 
 class NotTestableError(Exception):
@@ -148,20 +142,22 @@ def telemetry_runs(config: Mapping[str, Any]) -> list[str]:
 # --- statistics -----------------------------------------------------------------------------------------------
 
 
-def perplexity_change(treated: Mapping[str, Any], reference: Mapping[str, Any], settings: Bootstrap) -> Estimate:
-    """``P_a / P_b - 1 = exp(S_nll^a / S_tok^a - S_nll^b / S_tok^b) - 1`` from two perplexity metric groups
-    (``window_nll``, ``window_tokens``) scored on the same windows (ValueError otherwise), by the paired bootstrap
-    over the windows."""
-    if list(treated["window_tokens"]) != list(reference["window_tokens"]):
-        raise ValueError(f"perplexities scored on different windows ({len(treated['window_tokens'])} vs "
-                         f"{len(reference['window_tokens'])} windows, or other token counts): no pairing")
-    columns = (perplexity_columns("a", treated["window_nll"], treated["window_tokens"])
-               | perplexity_columns("b", reference["window_nll"], reference["window_tokens"]))
-    return settings.paired(columns, lambda s: np.expm1(log_perplexity(s, "a") - log_perplexity(s, "b")),
+def perplexity_change(treated: Mapping[str, Any], reference: Mapping[str, Any], settings: Evidence, *,
+                      names: tuple[str, str]) -> Estimate:
+    """``P_a / P_b - 1 = exp(S_nll^a / S_tok^a - S_nll^b / S_tok^b) - 1`` from two evaluation records (``names``:
+    theirs, for the errors) scored on the same windows (ValueError otherwise), by the paired bootstrap over the
+    windows."""
+    a, b = names
+    columns = window_columns(a, treated) | window_columns(b, reference)
+    if not np.array_equal(columns[f"{a}.tokens"], columns[f"{b}.tokens"]):
+        raise ValueError(f"{a} and {b}: perplexities scored on different windows ({columns[f'{a}.tokens'].size} vs "
+                         f"{columns[f'{b}.tokens'].size} windows, or other token counts): no pairing")
+    return settings.paired(columns, lambda s: np.expm1(log_perplexity(s, a) - log_perplexity(s, b)),
                            "evaluation windows")
 
 
-def accuracy_drop(treated: Sequence[int], reference: Sequence[int], settings: Bootstrap) -> Estimate:
+def accuracy_drop(treated: Sequence[float] | np.ndarray, reference: Sequence[float] | np.ndarray,
+                  settings: Evidence) -> Estimate:
     """``1 - C_a / C_b`` (the relative accuracy drop) from per-example correctness (0/1) on the same examples, by
     the paired bootstrap over the examples. NotTestableError when some resample holds none of the reference's correct
     answers (the drop is undefined there), e.g. a tiny model answering almost nothing."""
@@ -174,7 +170,7 @@ def accuracy_drop(treated: Sequence[int], reference: Sequence[int], settings: Bo
     return settings.paired({"a": a, "b": b}, lambda s: 1 - s["a"] / s["b"], "examples")
 
 
-def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int, settings: Bootstrap
+def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int, settings: Evidence
              ) -> Estimate:
     """``mean_t |L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have (the same as
     ``study.loss_ape``), by the circular block bootstrap over those steps."""
@@ -212,12 +208,12 @@ def step_counts(rows: Iterable[Mapping[str, Any]], roles: Iterable[str] = ROLES)
                       np.array([calls[t] for t in steps], dtype=np.float64))
 
 
-def saturation_fraction(counts: StepCounts, settings: Bootstrap) -> Estimate:
+def saturation_fraction(counts: StepCounts, settings: Evidence) -> Estimate:
     """``sum_t o_t / sum_t c_t`` by the circular block bootstrap over the steps."""
     return settings.blocks({"o": counts.saturating, "c": counts.calls}, lambda s: s["o"] / s["c"], "HiF8 steps")
 
 
-def saturation_difference(treated: StepCounts, reference: StepCounts, settings: Bootstrap) -> Estimate:
+def saturation_difference(treated: StepCounts, reference: StepCounts, settings: Evidence) -> Estimate:
     """``f_a - f_b`` of two runs on the same steps (ValueError otherwise), by the circular block bootstrap over the
     steps, the same blocks for both runs."""
     if not np.array_equal(treated.steps, reference.steps):
@@ -253,37 +249,37 @@ def _row(spec: ClaimSpec, read: Callable[[], Sequence[Artifact]], measure: Calla
     return judge(spec, replace(estimate, method=estimate.method + note), detail=detail, evidence=evidence)
 
 
-def perplexity_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, treated: Model,
+def perplexity_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, treated: Model,
                      reference: Model, corpus: str) -> Claim:
     """Row: :func:`perplexity_change` of ``treated`` vs ``reference`` on ``corpus`` (``pretrain`` or ``shift``)."""
     def measure(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Estimate, str]:
+        estimate = perplexity_change(a, b, settings, names=(_label(treated), _label(reference)))
         ga, gb = a["metrics"]["perplexity"], b["metrics"]["perplexity"]
-        detail = (f"perplexity {ga['perplexity']:.4g} for {_label(treated)} vs {gb['perplexity']:.4g} for "
-                  f"{_label(reference)} on the {corpus} corpus's test split ({len(ga['window_tokens'])} windows, "
-                  f"{sum(ga['window_tokens'])} tokens)")
-        return perplexity_change(ga, gb, settings), detail
+        return estimate, (f"perplexity {ga['perplexity']:.4g} for {_label(treated)} vs {gb['perplexity']:.4g} for "
+                          f"{_label(reference)} on the {corpus} corpus's test split ({len(ga['window_tokens'])} "
+                          f"windows, {sum(ga['window_tokens'])} tokens)")
 
     return _row(spec, lambda: [study.evaluation(*treated, corpus), study.evaluation(*reference, corpus)], measure,
                 ONE_SEED)
 
 
-def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, treated: Model,
+def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, treated: Model,
                    reference: Model, task: str) -> Claim:
     """Row: :func:`accuracy_drop` of ``treated`` vs ``reference`` on zero-shot ``task`` (``cloze``: acc,
     ``choice``: acc_norm) of the pretraining corpus."""
     fields = TASKS[task]
 
     def measure(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Estimate, str]:
-        ca, cb = a["metrics"][task][fields.per_example], b["metrics"][task][fields.per_example]
-        detail = (f"{task} {fields.metric}: {sum(ca)} of {len(ca)} examples for {_label(treated)} vs {sum(cb)} of "
-                  f"{len(cb)} for {_label(reference)}")
+        ca, cb = example_correct(_label(treated), a, task, fields), example_correct(_label(reference), b, task, fields)
+        detail = (f"{task} {fields.metric}: {int(ca.sum())} of {ca.size} examples for {_label(treated)} vs "
+                  f"{int(cb.sum())} of {cb.size} for {_label(reference)}")
         return accuracy_drop(ca, cb, settings), detail
 
     return _row(spec, lambda: [study.evaluation(*treated, "pretrain"), study.evaluation(*reference, "pretrain")],
                 measure, ONE_SEED)
 
 
-def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str, reference: str
+def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str, reference: str
                    ) -> Claim:
     """Row: :func:`loss_ape` of ``run`` vs ``reference`` over the steps from ``run``'s warmup on."""
     def measure(losses: Mapping[int, float], base: Mapping[int, float]) -> tuple[Estimate, str]:
@@ -296,7 +292,7 @@ def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, 
     return _row(spec, lambda: [study.log(run), study.log(reference)], measure, ONE_RUN)
 
 
-def saturation_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str) -> Claim:
+def saturation_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str) -> Claim:
     """Row: :func:`saturation_fraction` of ``run`` over every tensor role."""
     def measure(rows: Sequence[Mapping[str, Any]]) -> tuple[Estimate, str]:
         counts = step_counts(rows)
@@ -307,7 +303,7 @@ def saturation_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap
     return _row(spec, lambda: [study.run_telemetry(run)], measure, ONE_RUN)
 
 
-def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Bootstrap, *, run: str,
+def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str,
                                 reference: str, role: str) -> Claim:
     """Row: :func:`saturation_difference` of ``run`` minus ``reference`` for tensor ``role``."""
     def measure(rows: Sequence[Mapping[str, Any]], other: Sequence[Mapping[str, Any]]) -> tuple[Estimate, str]:
@@ -319,15 +315,35 @@ def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings
     return _row(spec, lambda: [study.run_telemetry(run), study.run_telemetry(reference)], measure, ONE_RUN)
 
 
-Row = Callable[[ClaimSpec, StudyArtifacts, Bootstrap], Claim]
+Row = Callable[[ClaimSpec, StudyArtifacts, Evidence], Claim]
+
+
+def forgetting_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, row: Row) -> Claim:
+    """Row: ``row`` (a forgetting comparison, high vs low learning rate) with the regime it rests on added to its
+    detail and evidence when it has an estimate: how much the low rate keeps of the pretraining corpus,
+    :func:`perplexity_change` of bf16-lrlow vs the base model there (module docstring)."""
+    claim = row(spec, study, settings)
+    if claim.estimate is None:
+        return claim
+    low, base = study.evaluation(*LOW_RATE, "pretrain"), study.evaluation(*BASE, "pretrain")
+    kept = perplexity_change(low.data, base.data, settings, names=(_label(LOW_RATE), _label(BASE)))
+    regime = (f"regime the forgetting comparison rests on: the low learning rate keeps the pretraining corpus, "
+              f"{_label(LOW_RATE)} vs {_label(BASE)} on its test split, P_low / P_base - 1 = {kept.value:+.1%} "
+              f"({kept.level:.0%} interval [{kept.low:+.1%}, {kept.high:+.1%}], {kept.method}{ONE_SEED})")
+    evidence = tuple(dict.fromkeys([*claim.evidence, low.path, base.path]))
+    return replace(claim, detail=f"{claim.detail}; {regime}", evidence=evidence)
 
 
 def claim_rows(warmup: int) -> dict[str, Row]:
     """The computation of every claim id of ``config.yaml`` (``warmup`` = ``bf16_warmup_steps``), in the report's
     order (the config's order too; the config reaches the claims step as canonical, key-sorted JSON)."""
     recipe, most_recent = ("hif8", f"max_window-lrlow-w{warmup}"), ("hif8", f"most_recent-lrlow-w{warmup}")
-    bf16_low, bf16_high = ("bf16", "bf16-lrlow"), ("bf16", "bf16-lrhigh")
+    bf16_low, bf16_high = LOW_RATE, ("bf16", "bf16-lrhigh")
     pretrain = partial(perplexity_claim, corpus="pretrain")
+
+    def forgets(row: Row) -> Row:
+        return partial(forgetting_claim, row=row)
+
     return {
         "most_recent_saturates": partial(saturation_claim, run=most_recent[1]),
         "saturating_loss_ape": partial(loss_ape_claim, run=most_recent[1], reference=bf16_low[1]),
@@ -338,19 +354,18 @@ def claim_rows(warmup: int) -> dict[str, Row]:
         "recipe_shift_perplexity": partial(perplexity_claim, treated=recipe, reference=bf16_low, corpus="shift"),
         "recipe_cloze_acc": partial(accuracy_claim, treated=recipe, reference=bf16_low, task="cloze"),
         "recipe_choice_acc_norm": partial(accuracy_claim, treated=recipe, reference=bf16_low, task="choice"),
-        "forgets_bf16": partial(pretrain, treated=bf16_high, reference=bf16_low),
-        "forgets_current": partial(pretrain, treated=("hif8", f"current-lrhigh-w{warmup}"),
-                                   reference=("hif8", f"current-lrlow-w{warmup}")),
-        "forgets_bf16_cloze": partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="cloze"),
-        "forgets_bf16_choice": partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="choice"),
-        "low_lr_keeps_pretraining": partial(pretrain, treated=bf16_low, reference=("bf16", "base")),
+        "forgets_bf16": forgets(partial(pretrain, treated=bf16_high, reference=bf16_low)),
+        "forgets_current": forgets(partial(pretrain, treated=("hif8", f"current-lrhigh-w{warmup}"),
+                                           reference=("hif8", f"current-lrlow-w{warmup}"))),
+        "forgets_bf16_cloze": forgets(partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="cloze")),
+        "forgets_bf16_choice": forgets(partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="choice")),
         "ablation_high_lr": partial(pretrain, treated=("hif8", f"max_window-lrhigh-w{warmup}"), reference=recipe),
         "ablation_most_recent": partial(pretrain, treated=most_recent, reference=recipe),
         "ablation_no_warmup": partial(pretrain, treated=("hif8", "max_window-lrlow-w0"), reference=recipe),
     }
 
 
-def study_claims(specs: Mapping[str, ClaimSpec], study: StudyArtifacts, settings: Bootstrap) -> list[Claim]:
+def study_claims(specs: Mapping[str, ClaimSpec], study: StudyArtifacts, settings: Evidence) -> list[Claim]:
     """Every row of ``specs`` (``claim_specs(config["claims"])``) in the order of :func:`claim_rows`; ValueError
     naming a spec without a computation or a computation without a spec."""
     rows = claim_rows(study.config["bf16_warmup_steps"])
@@ -440,22 +455,10 @@ def pairing_checks(evaluations: Mapping[str, Artifact]) -> list[Check]:
 
 
 def unit_score_check(evaluations: Mapping[str, Artifact]) -> Check:
-    """The per-unit scores the bootstrap resamples make the recorded metrics: ``exp(sum nll / sum tokens)`` is the
-    perplexity (relative tolerance :data:`RELATIVE_TOLERANCE`) and the tokens add up, per-example correctness adds
-    up to the correct counts."""
-    wrong = []
-    for key, artifact in sorted(evaluations.items()):
-        metrics = artifact.data["metrics"]
-        ppl = metrics["perplexity"]
-        tokens = sum(ppl["window_tokens"])
-        value = math.exp(math.fsum(ppl["window_nll"]) / tokens) if tokens else math.nan
-        if tokens != ppl["tokens"] or not math.isclose(value, ppl["perplexity"], rel_tol=RELATIVE_TOLERANCE):
-            wrong.append(f"{key} perplexity {ppl['perplexity']:.10g} vs {value:.10g} from {tokens} window tokens "
-                         f"(recorded {ppl['tokens']})")
-        for task, fields in TASKS.items():
-            if task in metrics and sum(metrics[task][fields.per_example]) != metrics[task][fields.total]:
-                wrong.append(f"{key} {task} {fields.total} {metrics[task][fields.total]} vs "
-                             f"{sum(metrics[task][fields.per_example])} from {fields.per_example}")
+    """The per-unit scores the bootstrap resamples make the recorded metrics
+    (:func:`common.eval.scores.score_mismatches`): ``exp(sum nll / sum tokens)`` is the perplexity and the tokens add
+    up, per-example correctness adds up to the correct counts of :data:`TASKS`."""
+    wrong = [m for key, artifact in sorted(evaluations.items()) for m in score_mismatches(key, artifact.data, TASKS)]
     return Check("unit_scores_make_the_metrics", "the per-window and per-example scores add up to every recorded "
                  "perplexity and correct count", "; ".join(wrong) or f"{len(evaluations)} records agree", not wrong,
                  tuple(a.path for _, a in sorted(evaluations.items())))

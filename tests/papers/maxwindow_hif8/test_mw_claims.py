@@ -25,6 +25,7 @@ from mw_testing import (
 
 from common.report import Claim, ImplementationCheckFailed, claim_specs, claims_document
 from common.report.claims import SPEC_FIELDS
+from common.uncertainty import Evidence
 from papers.maxwindow_hif8.__main__ import main
 from papers.maxwindow_hif8.claims import (
     Artifact,
@@ -40,12 +41,11 @@ from papers.maxwindow_hif8.claims import (
     telemetry_runs,
     unit_score_check,
 )
-from papers.maxwindow_hif8.evidence import Bootstrap
 from papers.maxwindow_hif8.run import saturation_summary
 from papers.maxwindow_hif8.settings import profile_config
 from papers.maxwindow_hif8.study import observer_cell
 
-SETTINGS = Bootstrap(0.95, 1000, 0)
+SETTINGS = Evidence(0.95, 1000, 0)
 SPECS = claim_specs(raw_config()["claims"])
 RECIPE, MOST_RECENT = "max_window-lrlow-w4", "most_recent-lrlow-w4"  # the smoke profile's warmup is 4 steps
 PERPLEXITY_ROWS = {  # id: (treated, reference, corpus)
@@ -53,7 +53,6 @@ PERPLEXITY_ROWS = {  # id: (treated, reference, corpus)
     "recipe_shift_perplexity": (f"hif8/{RECIPE}", "bf16/bf16-lrlow", "shift"),
     "forgets_bf16": ("bf16/bf16-lrhigh", "bf16/bf16-lrlow", "pretrain"),
     "forgets_current": ("hif8/current-lrhigh-w4", "hif8/current-lrlow-w4", "pretrain"),
-    "low_lr_keeps_pretraining": ("bf16/bf16-lrlow", "bf16/base", "pretrain"),
     "ablation_high_lr": ("hif8/max_window-lrhigh-w4", f"hif8/{RECIPE}", "pretrain"),
     "ablation_most_recent": (f"hif8/{MOST_RECENT}", f"hif8/{RECIPE}", "pretrain"),
     "ablation_no_warmup": ("hif8/max_window-lrlow-w0", f"hif8/{RECIPE}", "pretrain"),
@@ -67,6 +66,9 @@ ACCURACY_ROWS = {  # id: (treated, reference, task)
 APE_ROWS = {"saturating_loss_ape": (MOST_RECENT, "bf16-lrlow"), "recipe_loss_ape": (RECIPE, "bf16-lrlow")}
 SATURATION_ROWS = {"most_recent_saturates": MOST_RECENT}
 DIFFERENCE_ROWS = {f"max_window_saturates_less_{role}": role for role in ROLES}  # max_window minus most_recent
+FORGETTING_ROWS = ("forgets_bf16", "forgets_current", "forgets_bf16_cloze", "forgets_bf16_choice")
+LOW, BASE = "bf16/bf16-lrlow/pretrain", "bf16/base/pretrain"  # the regime the forgetting rows rest on
+RETAINED = 0.13  # planted: bf16-lrlow's pretraining perplexity 13% above the base model's
 OUTCOMES = ("up", "down", "straddle")  # the planted statistic well above, well below, or at the threshold
 
 
@@ -105,7 +107,8 @@ def standardized(rng, n):
 def test_every_spec_has_its_computation_and_every_row_is_tested():
     tested = {*PERPLEXITY_ROWS, *ACCURACY_ROWS, *APE_ROWS, *SATURATION_ROWS, *DIFFERENCE_ROWS}
     assert set(SPECS) == set(claim_rows(4)) == tested
-    assert len(SPECS) == 18
+    assert len(SPECS) == 17
+    assert "low_lr_keeps_pretraining" not in SPECS  # its threshold was set after the result: no claim
 
 
 def test_specs_state_their_source_and_the_paper():
@@ -122,6 +125,30 @@ def test_the_paper_numbers_are_the_thresholds():
     assert {SPECS[c].prediction.direction for c in recipe} == {"below"}
     assert SPECS["recipe_loss_ape"].prediction.threshold == 0.0011  # APE 0.11%
     assert SPECS["recipe_loss_ape"].prediction.source == "paper: training-loss APE 0.11%"
+
+
+def with_regime(claim_id, evaluations):
+    """``evaluations`` and, for a forgetting row, the regime it rests on: bf16-lrlow scored on the pretraining
+    corpus's windows (its planted record's, else every window at log-perplexity 3) and the base model there,
+    ``RETAINED`` below it in every window."""
+    if claim_id not in FORGETTING_ROWS:
+        return evaluations
+    out = copy.deepcopy(evaluations)
+    low = out.setdefault(LOW, {"metrics": {}})["metrics"]
+    group = low.setdefault("perplexity", perplexity_group([3.0] * WINDOWS))
+    window_log_perplexity = np.asarray(group["window_nll"]) / np.asarray(group["window_tokens"])
+    out[BASE] = perplexity_record(window_log_perplexity - math.log1p(RETAINED))
+    return out
+
+
+def comparison(claim):
+    """The row's detail before the regime a forgetting row appends."""
+    return claim.detail.split("; regime the forgetting comparison rests on: ")[0]
+
+
+def regime_evidence(claim_id, evidence):
+    """``evidence`` and, for a forgetting row, the records of its regime."""
+    return tuple(dict.fromkeys([*evidence, f"eval:{LOW}", f"eval:{BASE}"])) if claim_id in FORGETTING_ROWS else evidence
 
 
 def test_the_groups_in_report_order():
@@ -155,22 +182,22 @@ def test_perplexity_rows(claim_id, outcome):
     spec = SPECS[claim_id]
     treated, reference, corpus = PERPLEXITY_ROWS[claim_id]
     a, b = planted_perplexities(spec.prediction.threshold, outcome)
-    study = artifacts(evaluations={f"{treated}/{corpus}": perplexity_record(a),
-                                   f"{reference}/{corpus}": perplexity_record(b)})
+    study = artifacts(evaluations=with_regime(claim_id, {f"{treated}/{corpus}": perplexity_record(a),
+                                                         f"{reference}/{corpus}": perplexity_record(b)}))
     claim = claim_rows(4)[claim_id](spec, study, SETTINGS)
     assert claim.verdict == expected(spec.prediction.direction, outcome)
     assert claim.estimate.value == pytest.approx(math.expm1(np.mean(a) - np.mean(b)), rel=1e-9)
     assert claim.estimate.method == ("paired bootstrap over 64 evaluation windows (1000 resamples, seed 0, "
                                      "percentile); one training seed per model: evaluation sampling only, not "
                                      "seed-to-seed variation")
-    assert claim.evidence == (f"eval:{treated}/{corpus}", f"eval:{reference}/{corpus}")
-    assert claim.detail.endswith(f"on the {corpus} corpus's test split (64 windows, 4096 tokens)")
+    assert claim.evidence == regime_evidence(claim_id, (f"eval:{treated}/{corpus}", f"eval:{reference}/{corpus}"))
+    assert comparison(claim).endswith(f"on the {corpus} corpus's test split (64 windows, 4096 tokens)")
 
 
 def test_perplexity_detail_names_the_models():
     a, b = planted_perplexities(0.0, "up")
-    study = artifacts(evaluations={"bf16/bf16-lrhigh/pretrain": perplexity_record(a),
-                                   "bf16/bf16-lrlow/pretrain": perplexity_record(b)})
+    study = artifacts(evaluations=with_regime("forgets_bf16", {"bf16/bf16-lrhigh/pretrain": perplexity_record(a),
+                                                               "bf16/bf16-lrlow/pretrain": perplexity_record(b)}))
     claim = claim_rows(4)["forgets_bf16"](SPECS["forgets_bf16"], study, SETTINGS)
     pa, pb = (perplexity_group(x)["perplexity"] for x in (a, b))
     assert claim.detail.startswith(f"perplexity {pa:.4g} for bf16-lrhigh (BF16) vs {pb:.4g} for bf16-lrlow (BF16)")
@@ -181,7 +208,35 @@ def test_perplexity_rows_need_the_same_windows():
     shorter = perplexity_record(b[:-1])
     study = artifacts(evaluations={"bf16/bf16-lrhigh/pretrain": perplexity_record(a),
                                    "bf16/bf16-lrlow/pretrain": shorter})
-    with pytest.raises(ValueError, match=r"scored on different windows \(64 vs 63 windows"):
+    with pytest.raises(ValueError, match=r"bf16-lrhigh \(BF16\) and bf16-lrlow \(BF16\): perplexities scored "
+                                         r"on different windows \(64 vs 63 windows"):
+        claim_rows(4)["forgets_bf16"](SPECS["forgets_bf16"], study, SETTINGS)
+
+
+@pytest.mark.parametrize("claim_id", FORGETTING_ROWS)
+def test_forgetting_rows_show_the_regime_they_rest_on(claim_id):
+    treated, reference, unit = (PERPLEXITY_ROWS | ACCURACY_ROWS)[claim_id]
+    if unit == "pretrain":
+        a, b = planted_perplexities(0.0, "up")
+        planted = {f"{treated}/pretrain": perplexity_record(a), f"{reference}/pretrain": perplexity_record(b)}
+    else:
+        a, b = planted_accuracies(0.0, "up")
+        planted = {f"{treated}/pretrain": accuracy_record(unit, a), f"{reference}/pretrain": accuracy_record(unit, b)}
+    claim = claim_rows(4)[claim_id](SPECS[claim_id], artifacts(evaluations=with_regime(claim_id, planted)), SETTINGS)
+    assert claim.verdict == "reproduced"  # the regime is shown, never judged
+    assert claim.detail == (
+        f"{comparison(claim)}; regime the forgetting comparison rests on: the low learning rate keeps the "
+        "pretraining corpus, bf16-lrlow (BF16) vs the base model on its test split, P_low / P_base - 1 = +13.0% "
+        "(95% interval [+13.0%, +13.0%], paired bootstrap over 64 evaluation windows (1000 resamples, seed 0, "
+        "percentile); one training seed per model: evaluation sampling only, not seed-to-seed variation)")
+    assert claim.evidence[-2:] == (f"eval:{LOW}", f"eval:{BASE}")
+    assert len(set(claim.evidence)) == len(claim.evidence)
+
+
+def test_a_forgetting_row_needs_the_base_model():
+    a, b = planted_perplexities(0.0, "up")
+    study = artifacts(evaluations={"bf16/bf16-lrhigh/pretrain": perplexity_record(a), LOW: perplexity_record(b)})
+    with pytest.raises(ValueError, match=r"run 'base' has no evaluation \('bf16/base/pretrain'"):
         claim_rows(4)["forgets_bf16"](SPECS["forgets_bf16"], study, SETTINGS)
 
 
@@ -231,17 +286,17 @@ def test_accuracy_rows(claim_id, outcome):
     spec = SPECS[claim_id]
     treated, reference, task = ACCURACY_ROWS[claim_id]
     a, b = planted_accuracies(spec.prediction.threshold, outcome)
-    study = artifacts(evaluations={f"{treated}/pretrain": accuracy_record(task, a),
-                                   f"{reference}/pretrain": accuracy_record(task, b)})
+    study = artifacts(evaluations=with_regime(claim_id, {f"{treated}/pretrain": accuracy_record(task, a),
+                                                         f"{reference}/pretrain": accuracy_record(task, b)}))
     claim = claim_rows(4)[claim_id](spec, study, SETTINGS)
     assert claim.verdict == expected(spec.prediction.direction, outcome)
     assert claim.estimate.value == pytest.approx(1 - sum(a) / sum(b), rel=1e-12)
     assert claim.estimate.method.startswith("paired bootstrap over 1024 examples (1000 resamples, seed 0")
-    assert claim.evidence == (f"eval:{treated}/pretrain", f"eval:{reference}/pretrain")
+    assert claim.evidence == regime_evidence(claim_id, (f"eval:{treated}/pretrain", f"eval:{reference}/pretrain"))
     metric = "acc" if task == "cloze" else "acc_norm"
     precision = {"hif8": "HiF8", "bf16": "BF16"}[treated.split("/")[0]]
-    assert claim.detail == (f"{task} {metric}: {sum(a)} of 1024 examples for {treated.split('/')[1]} ({precision}) "
-                            f"vs 512 of 1024 for {reference.split('/')[1]} (BF16)")
+    assert comparison(claim) == (f"{task} {metric}: {sum(a)} of 1024 examples for {treated.split('/')[1]} "
+                                 f"({precision}) vs 512 of 1024 for {reference.split('/')[1]} (BF16)")
 
 
 def test_accuracy_drop_of_a_reference_that_answers_almost_nothing_is_not_testable():
@@ -252,6 +307,14 @@ def test_accuracy_drop_of_a_reference_that_answers_almost_nothing_is_not_testabl
     assert claim.verdict == "not testable at this scale"
     assert claim.reason.startswith("the reference answers 1 of 64 examples correctly and some bootstrap resamples")
     assert claim.evidence == (f"eval:hif8/{RECIPE}/pretrain", "eval:bf16/bf16-lrlow/pretrain")
+
+
+def test_accuracy_rows_need_per_example_scores():
+    study = artifacts(evaluations={f"hif8/{RECIPE}/pretrain": {"metrics": {"perplexity": {}}},
+                                   "bf16/bf16-lrlow/pretrain": accuracy_record("cloze", [1, 0])})
+    with pytest.raises(ValueError, match=rf"evaluation of '{RECIPE} \(HiF8\)' has no cloze example_correct "
+                                         r"\(metric groups: perplexity\)"):
+        claim_rows(4)["recipe_cloze_acc"](SPECS["recipe_cloze_acc"], study, SETTINGS)
 
 
 def test_accuracy_drop_needs_the_same_examples():
@@ -386,9 +449,10 @@ def test_study_claims_in_the_report_order(paper):
     assert by_id["recipe_pretrain_perplexity"].verdict == "reproduced"
     assert by_id["recipe_loss_ape"].estimate.value == pytest.approx(2**-8)
     assert by_id["recipe_loss_ape"].verdict == "contradicted"  # above the paper's 0.11%
-    assert by_id["low_lr_keeps_pretraining"].estimate.value == pytest.approx(16 / 13 - 1)
+    # the regime the forgetting rows rest on, no row of its own: bf16-lrlow 16 vs the base model 13
+    assert f"P_low / P_base - 1 = {16 / 13 - 1:+.1%} " in by_id["forgets_bf16"].detail
     document = claims_document(claims, study_checks(paper, observer_cell(smoke_config()), "cell.json"))
-    assert sum(document["counts"].values()) == 18
+    assert sum(document["counts"].values()) == 17
     assert [Claim.from_dict(row) for row in document["claims"]] == claims
 
 
@@ -505,7 +569,7 @@ def test_unit_score_check_fails_when_the_windows_do_not_make_the_metric(paper):
     evaluations["bf16/base/shift"] = Artifact("bad.json", record)
     check = unit_score_check(evaluations)
     assert not check.passed
-    assert check.measured == "bf16/base/shift perplexity 48.048 vs 48 from 4096 window tokens (recorded 4096)"
+    assert check.measured == "bf16/base/shift: perplexity 48.048 vs 48 from 4096 window tokens (recorded 4096)"
 
 
 def test_a_failed_check_stops_the_claims_document(paper, cell):
@@ -546,7 +610,7 @@ def test_claims_step_writes_the_document(tmp_path, cell):
     assert set(document) == {"rule", "claims", "checks", "counts"}
     assert [c["id"] for c in document["claims"]] == list(SPECS)
     assert all(c["passed"] for c in document["checks"])
-    assert sum(document["counts"].values()) == 18
+    assert sum(document["counts"].values()) == 17
     recipe = next(c for c in document["claims"] if c["id"] == "recipe_pretrain_perplexity")
     assert recipe["evidence"] == [str(tmp_path / f"eval/hif8/{RECIPE}/pretrain.json"),
                                   str(tmp_path / "eval/bf16/bf16-lrlow/pretrain.json")]

@@ -17,10 +17,10 @@ from matplotlib.figure import Figure
 from common.report import claim_specs, claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
+from common.uncertainty import Evidence
 from papers.maxwindow_hif8 import figures
 from papers.maxwindow_hif8.claims import study_checks, study_claims
 from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
-from papers.maxwindow_hif8.evidence import Bootstrap
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import observer_cell
 
@@ -226,7 +226,7 @@ def test_plot_observer_study_one_kind(cell, close):
 def claims(study, cell):
     """The claims document of the paper-like study."""
     artifacts = study_artifacts(study)
-    rows = study_claims(claim_specs(raw_config()["claims"]), artifacts, Bootstrap(0.95, 1000, 0))
+    rows = study_claims(claim_specs(raw_config()["claims"]), artifacts, Evidence(0.95, 1000, 0))
     return claims_document(rows, study_checks(artifacts, cell, "results/observer_study.json"))
 
 
