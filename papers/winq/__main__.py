@@ -73,8 +73,9 @@ def figure(args: argparse.Namespace) -> None:
 def claims(args: argparse.Namespace) -> None:
     from common.ptq.checkpoint import QUANT_CONFIG_FILE
     from common.report import claim_specs, claims_document
+    from common.uncertainty import Evidence
 
-    from .claims import Evidence, Study, study_checks, study_claims
+    from .claims import Study, study_checks, study_claims
 
     config = json_object(args.config_json)
     evaluations = {Path(p).stem: p for p in args.evaluations}

@@ -8,7 +8,7 @@ setting (the setting's name with ``.`` written ``_``: ``winq_lower_perplexity_w1
 per setting (its results table) is one row per setting; a claim about the method in general (the ablation, the
 Hessian mechanism, the zero-shot average, the trend over bit widths) is one pooled row.
 
-Intervals: paired percentile bootstraps (:func:`common.uncertainty.paired_bootstrap`, the workflow's ``evidence``
+Intervals: paired percentile bootstraps (:meth:`common.uncertainty.Evidence.paired`, the workflow's ``evidence``
 settings), each over the units every model compared shares:
 
 * perplexity at equal budget, over the test-evaluation windows (every model scores the same windows: checked).
@@ -26,7 +26,7 @@ settings), each over the units every model compared shares:
 A pooled row averages the per-setting statistic over the study settings inside every resample (one draw of the
 units serves every model of every setting). Every run has one training seed, so every interval is conditional on
 the trained models (evaluation and SLQ sampling, not training noise). When the study gains seeds (issue 14), the
-statistic of each seed's full sums becomes one value per seed and :meth:`Evidence.interval` becomes a t-interval
+statistic of each seed's full sums becomes one value per seed and the paired bootstrap gives way to a t-interval
 over paired seeds (:func:`common.uncertainty.t_interval`); the statistics stay as they are.
 
 The speedup (steps to the baseline's final validation perplexity) has no interval: with one seed, the
@@ -44,44 +44,19 @@ from typing import Any
 
 import numpy as np
 
+from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
 from common.report import Check, Claim, ClaimSpec, judge
-from common.uncertainty import Estimate, Sums, paired_bootstrap, perplexity, perplexity_columns
+from common.uncertainty import Evidence, Sums, perplexity
 
 from .study import hessian_of, improvement, row_of
 
 PERCENT = 100.0
 TOLERANCE = 1e-9  # relative: a recomputed float identity (sums in another order) holds to this
-# zero-shot task -> (metric group of the evaluation record, per-example field, total field, label): the summary's
-# cloze acc and choice acc_norm
-TASKS = {"cloze": ("cloze", "example_correct", "correct", "cloze acc"),
-         "choice": ("choice", "example_correct_norm", "correct_norm", "choice acc_norm")}
+TASKS = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}  # the zero-shot task -> the summary's accuracy
 SPEEDUP_REASON = ("one training seed, and the validation log (eval_log.csv of common.train) keeps one perplexity per "
                   "evaluation, not per-sequence scores: the steps to the baseline's final validation perplexity have "
                   "no sampling distribution here. Testable with per-sequence validation NLL in the log (a bootstrap "
                   "over validation sequences) or with seeds (issue 14)")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """How intervals are made (the workflow config's ``evidence``): the bootstrap's confidence ``level``, its
-    ``resamples`` and the ``seed`` of its draw."""
-
-    level: float
-    resamples: int
-    seed: int
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
-        """From ``{"level", "resamples", "seed"}``; ValueError naming a missing or unknown key."""
-        fields = {"level", "resamples", "seed"}
-        if set(data) != fields:
-            raise ValueError(f"evidence settings need exactly {sorted(fields)}, got {sorted(data)}")
-        return cls(float(data["level"]), int(data["resamples"]), int(data["seed"]))
-
-    def interval(self, columns: Mapping[str, np.ndarray], statistic: Callable[[Sums], Any], unit: str) -> Estimate:
-        """The paired bootstrap of ``statistic`` over the units of ``columns`` (module docstring)."""
-        return paired_bootstrap(columns, statistic, resamples=self.resamples, seed=self.seed, level=self.level,
-                                unit=unit)
 
 
 @dataclass(frozen=True)
@@ -131,18 +106,6 @@ def missing_methods(study: Study, methods: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------------------ perplexity at equal budget
-def window_columns(study: Study, runs: Sequence[str]) -> dict[str, np.ndarray]:
-    """The bootstrap columns ``<run>.nll`` and ``<run>.tokens`` of each run's test windows; ValueError naming a
-    record without per-window scores."""
-    columns: dict[str, np.ndarray] = {}
-    for run in runs:
-        scores = study.evaluation(run)["metrics"]["perplexity"]
-        if "window_nll" not in scores:
-            raise ValueError(f"the evaluation of {run!r} has no per-window scores (window_nll): rerun it")
-        columns |= perplexity_columns(run, scores["window_nll"], scores["window_tokens"])
-    return columns
-
-
 def improvement_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, model: str, reference: str,
                       settings: Sequence[str]) -> Claim:
     """The test-perplexity improvement of ``model`` over ``reference`` at equal budget, in percent, averaged over
@@ -152,12 +115,14 @@ def improvement_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, mode
         return not_testable(spec, reason, [study.summary_path])
     pairs = [(f"{s}-{model}", f"{s}-{reference}") for s in settings]
     runs = [run for pair in pairs for run in pair]
-    columns = window_columns(study, runs)
+    columns: dict[str, np.ndarray] = {}
+    for run in runs:
+        columns |= window_columns(run, study.evaluation(run))
 
     def statistic(sums: Sums) -> np.ndarray:
         return sum(PERCENT * improvement(perplexity(sums, m), perplexity(sums, r)) for m, r in pairs) / len(pairs)
 
-    estimate = evidence.interval(columns, statistic, "test windows")
+    estimate = evidence.paired(columns, statistic, "test windows")
     parts = []
     for m, r in pairs:
         p_m, p_r = (study.evaluation(run)["metrics"]["perplexity"]["perplexity"] for run in (m, r))
@@ -185,17 +150,17 @@ def zero_shot(spec: ClaimSpec, study: Study, evidence: Evidence, *, task: str) -
     reason = missing_methods(study, ("winq", "baseline"))
     if reason:
         return not_testable(spec, reason, [study.summary_path])
-    group, field, _, label = TASKS[task]
+    fields = TASKS[task]
     pairs = [(f"{s}-winq", f"{s}-baseline") for s in study.summary["settings"]]
     runs = [run for pair in pairs for run in pair]
-    columns = {run: np.asarray(study.evaluation(run)["metrics"][group][field], dtype=np.float64) for run in runs}
+    columns = {run: example_correct(run, study.evaluation(run), task, fields) for run in runs}
     n = len(columns[runs[0]])
 
     def statistic(sums: Sums) -> np.ndarray:
         return sum(PERCENT * (sums[m] - sums[r]) / n for m, r in pairs) / len(pairs)
 
-    estimate = evidence.interval(columns, statistic, f"{task} examples")
-    parts = [f"{setting_label(row_of(study.summary, m))}: {label} {columns[r].mean():.3f} (baseline) -> "
+    estimate = evidence.paired(columns, statistic, f"{task} examples")
+    parts = [f"{setting_label(row_of(study.summary, m))}: {task} {fields.metric} {columns[r].mean():.3f} (baseline) -> "
              f"{columns[m].mean():.3f} (winq)" for m, r in pairs]
     return judge(spec, estimate, detail="; ".join(parts), evidence=study.cited(runs))
 
@@ -266,7 +231,7 @@ def one_bit_near_zero(spec: ClaimSpec, study: Study, evidence: Evidence) -> Clai
                             [study.summary_path])
     (cell,) = cells
     columns = spectrum_columns(cells, "near_zero")
-    estimate = evidence.interval(columns, partial(cell_statistic, run=cell["run"], statistic="near_zero",
+    estimate = evidence.paired(columns, partial(cell_statistic, run=cell["run"], statistic="near_zero",
                                                   probes=cell["probes"]), "SLQ probes")
     return judge(spec, estimate, detail=spectrum_detail(cells), evidence=[study.summary_path])
 
@@ -290,7 +255,7 @@ def bit_trend(spec: ClaimSpec, study: Study, evidence: Evidence, *, statistic: s
         return sum(w * cell_statistic(sums, h["run"], statistic, probes)
                    for w, h in zip(slope_weights, cells, strict=True))
 
-    estimate = evidence.interval(columns, slope, "SLQ probes")
+    estimate = evidence.paired(columns, slope, "SLQ probes")
     return judge(spec, estimate, detail=spectrum_detail(cells), evidence=[study.summary_path])
 
 
@@ -311,7 +276,7 @@ def winq_vs_baseline_spectrum(spec: ClaimSpec, study: Study, evidence: Evidence,
         return sum(cell_statistic(sums, w["run"], statistic, probes) - cell_statistic(sums, b["run"], statistic, probes)
                    for w, b in pairs) / len(pairs)
 
-    estimate = evidence.interval(columns, difference, "SLQ probes")
+    estimate = evidence.paired(columns, difference, "SLQ probes")
     return judge(spec, estimate, detail=spectrum_detail(cells), evidence=[study.summary_path])
 
 
@@ -379,8 +344,8 @@ def paired_units_check(study: Study) -> Check:
     of examples per task: the pairing of the bootstraps."""
     runs = list(study.evaluations)
     windows = {tuple(study.evaluation(r)["metrics"]["perplexity"]["window_tokens"]) for r in runs}
-    examples = {task: {len(study.evaluation(r)["metrics"][group][field]) for r in runs}
-                for task, (group, field, *_) in TASKS.items()}
+    examples = {task: {len(study.evaluation(r)["metrics"][task][fields.per_example]) for r in runs}
+                for task, fields in TASKS.items()}
     measured = (f"{len(runs)} evaluations: {len(windows)} distinct window layout(s) of "
                 f"{', '.join(str(n) for n in sorted(len(w) for w in windows))} windows; examples "
                 + ", ".join(f"{task} {sorted(n)}" for task, n in examples.items()))
@@ -390,18 +355,10 @@ def paired_units_check(study: Study) -> Check:
 
 
 def scores_check(study: Study) -> Check:
-    """The per-unit scores give each record's metrics: ``exp(sum nll / sum tokens)`` its perplexity, the per-example
-    correctness its correct counts."""
-    failures = []
-    for run in study.evaluations:
-        metrics = study.evaluation(run)["metrics"]
-        scores = metrics["perplexity"]
-        rebuilt = math.exp(math.fsum(scores["window_nll"]) / sum(scores["window_tokens"]))
-        if not _close(rebuilt, scores["perplexity"]):
-            failures.append(f"{run}: perplexity {scores['perplexity']} vs {rebuilt} from its windows")
-        for group, field, total, _ in TASKS.values():
-            if sum(metrics[group][field]) != metrics[group][total]:
-                failures.append(f"{run}: {group} {total} {metrics[group][total]} vs {sum(metrics[group][field])}")
+    """The per-unit scores give each record's metrics (:func:`common.eval.scores.score_mismatches`):
+    ``exp(sum nll / sum tokens)`` its perplexity, the window tokens its token count, the per-example correctness
+    its correct counts."""
+    failures = [m for run in study.evaluations for m in score_mismatches(run, study.evaluation(run), TASKS)]
     return Check("scores_give_metrics", "per-window and per-example scores reproduce every evaluation's perplexity "
                  "and correct counts", "; ".join(failures) or f"{len(study.evaluations)} evaluations agree",
                  not failures, tuple(study.cited(list(study.evaluations))))

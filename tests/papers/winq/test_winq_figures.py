@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from common.report import claim_specs, claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
+from common.uncertainty import Evidence
 from papers.winq import figures
-from papers.winq.claims import Evidence, Study, study_claims
+from papers.winq.claims import Study, study_claims
 from papers.winq.context import PAPER, build_context, hessian_table, run_table
 from papers.winq.settings import FIGURES
 from papers.winq.study import study_summary
