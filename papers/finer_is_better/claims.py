@@ -13,9 +13,10 @@ is conservative).
 Model rows are read on the sweep (:mod:`.model_study`): each point's sigma is the median weight sigma of its
 quantized linears; a point lies in a region when its sigma falls within the region's grid intervals widened by
 half a grid step (as the figures shade them). Every ratio of perplexities is estimated with the paired bootstrap
-over the evaluation windows (:func:`common.uncertainty.paired_bootstrap`): one resample of the windows serves
-every point and cell of a source model, so the smallest or largest ratio over several points is bootstrapped
-jointly. Rows are made once per operand (``w`` weights only, ``wa`` weights and activations) and source model.
+over the evaluation windows (:meth:`common.uncertainty.Evidence.paired`, the workflow's ``evidence`` settings): one
+resample of the windows serves every point and cell of a source model, so the smallest or largest ratio over
+several points is bootstrapped jointly. Rows are made once per operand (``w`` weights only, ``wa`` weights and
+activations) and source model.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 
 from common.report import Check, Claim, ClaimSpec, claim_specs, judge
 from common.theory import crossover
-from common.uncertainty import Estimate, normal_interval, paired_bootstrap, perplexity, perplexity_columns
+from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
 from .model_study import OPERANDS
 from .numerical import REFERENCE_SCALE, curves, table_from_summary
@@ -200,13 +201,12 @@ class Sweep:
         return (perplexity(sums, _column(point["model"], operands, scale, variant, block))
                 - perplexity(sums, f"{point['model']}|reference"))
 
-    def bootstrap(self, statistic: Callable[[Mapping[str, np.ndarray]], np.ndarray],
-                  evidence: Mapping[str, Any]) -> Estimate:
-        return paired_bootstrap(self.columns, statistic, resamples=evidence["resamples"], seed=evidence["seed"],
-                                level=evidence["level"], unit="evaluation windows")
+    def bootstrap(self, statistic: Callable[[Mapping[str, np.ndarray]], np.ndarray], evidence: Evidence) -> Estimate:
+        """The paired bootstrap of ``statistic`` over the evaluation windows every point and cell shares."""
+        return evidence.paired(self.columns, statistic, "evaluation windows")
 
 
-def point_ratios(sweep: Sweep, operands: str, evidence: Mapping[str, Any], small: int = 4, large: int = 16
+def point_ratios(sweep: Sweep, operands: str, evidence: Evidence, small: int = 4, large: int = 16
                  ) -> list[dict[str, Any]]:
     """Per sweep point and (scale, variant) with both blocks: ``ppl(small)/ppl(large) - 1`` and its interval
     (a paired bootstrap per point), for the sweep figure and table."""
@@ -223,7 +223,7 @@ def point_ratios(sweep: Sweep, operands: str, evidence: Mapping[str, Any], small
     return rows
 
 
-def sweep_claims(sweep: Sweep, operands: str, specs: Mapping[str, ClaimSpec], evidence: Mapping[str, Any],
+def sweep_claims(sweep: Sweep, operands: str, specs: Mapping[str, ClaimSpec], evidence: Evidence,
                  crossover_sigma: float, cited: Sequence[str]) -> list[Claim]:
     """The model rows of one source model and operand set (module docstring)."""
     u4, u5 = REFERENCE_SCALE, "ue5m3"
@@ -313,7 +313,7 @@ def sweeps_of(summaries: Sequence[Mapping[str, Any]], numerical: Mapping[str, An
 
 
 def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
-               evidence: Mapping[str, Any], numerical_path: str, model_paths: Sequence[str]
+               evidence: Evidence, numerical_path: str, model_paths: Sequence[str]
                ) -> tuple[list[Claim], list[Check]]:
     """Every row and check of the report: numerical, then the sweep per source model and operand set."""
     specs = claim_specs(config["claims"], "finer_is_better.claims")

@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 
 from common.report.figures import check_figures, lookup_caption, save_figure, set_report_theme
+from common.uncertainty import Evidence
 
 from .claims import HEURISTICS, point_ratios, sweeps_of
 from .model_study import OPERANDS
@@ -96,13 +97,13 @@ def plot_brute_force_ratio(summary: Mapping[str, Any], scale: str) -> plt.Figure
 
 
 def sweep_figure(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], operands: str,
-                 evidence: Mapping[str, Any], png: Path, pdf: Path) -> None:
+                 evidence: Evidence, png: Path, pdf: Path) -> None:
     """:func:`plot_sweep` saved as ``png`` and ``pdf``."""
     save_figure(plot_sweep(numerical, summaries, operands, evidence), png, pdf)
 
 
 def plot_sweep(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], operands: str,
-               evidence: Mapping[str, Any]) -> plt.Figure:
+               evidence: Evidence) -> plt.Figure:
     """``ppl(4)/ppl(16) - 1`` (with its 95% paired-bootstrap interval) of every scale rule vs the sweep point's
     weight sigma, the numerical study's Regions A/B shaded; above 0 a smaller block is worse."""
     (sweep,) = sweeps_of(summaries, numerical)

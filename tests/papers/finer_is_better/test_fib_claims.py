@@ -3,16 +3,19 @@ curves and planted sweep perplexities (the verdict follows the data both ways), 
 that fail the build."""
 
 import copy
+import json
 
 import pytest
 from fib_testing import CONFIG, GRID, SPECS, THRESHOLDS, planted_cells, point_summary
 
 from common.report import claims_document
 from common.report.claims import ImplementationCheckFailed
+from common.uncertainty import Evidence
+from papers.finer_is_better.__main__ import main
 from papers.finer_is_better.claims import all_claims, numerical_checks, numerical_claims
 from papers.finer_is_better.numerical import summary
 
-EVIDENCE = {"level": 0.95, "resamples": 1000, "seed": 0}
+EVIDENCE = Evidence(0.95, 1000, 0)
 NUMERICAL_IDS = ["absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists",
                  "four_over_six_resolves_region_b", "four_over_six_pz_resolves_region_b",
                  "four_over_six_alone_leaves_region_a", "brute_force_finer_is_better",
@@ -175,3 +178,29 @@ def test_sweep_checks_and_errors():
     other[1]["window_tokens"] = [99] * len(other[1]["window_tokens"])
     with pytest.raises(ValueError, match="scored different windows"):
         sweep(other)
+
+
+def claims_argv(tmp_path, evidence):
+    """``python -m papers.finer_is_better claims`` on the planted numerical summary and sweep under ``tmp_path``."""
+    numerical = tmp_path / "numerical.json"
+    numerical.write_text(json.dumps(numerical_summary()))
+    models = []
+    for p in planted_sweep():
+        models.append(tmp_path / f"{p['model']}.json")
+        models[-1].write_text(json.dumps(p))
+    return ["claims", "--config-json", json.dumps(CONFIG), "--evidence-json", json.dumps(evidence),
+            "--numerical", str(numerical), "--models", *map(str, models), "--out", str(tmp_path / "claims.json")]
+
+
+def test_claims_step_reads_the_evidence_settings_once(tmp_path):
+    assert main(claims_argv(tmp_path, {"level": 0.9, "resamples": 1000, "seed": 3})) == 0
+    rows = {c["id"]: c for c in json.loads((tmp_path / "claims.json").read_text())["claims"]}
+    assert rows["u_shape_absmax_w"]["estimate"]["level"] == 0.9
+    assert rows["u_shape_absmax_w"]["estimate"]["method"].endswith("evaluation windows (1000 resamples, seed 3, "
+                                                                    "percentile)")
+
+
+def test_claims_step_names_bad_evidence_settings(tmp_path, capsys):
+    assert main(claims_argv(tmp_path, {"level": 0.95, "resamples": 1000})) == 2
+    assert "evidence settings: missing ['seed'], unknown nothing" in capsys.readouterr().err
+    assert not (tmp_path / "claims.json").exists()

@@ -8,6 +8,7 @@ from fib_testing import GRID, THRESHOLDS, planted_cells, point_summary
 
 matplotlib.use("Agg")
 
+from common.uncertainty import Evidence
 from papers.finer_is_better import figures
 from papers.finer_is_better.numerical import summary
 
@@ -87,7 +88,7 @@ def test_plot_sweep_draws_each_rule_with_its_interval(planted):
     points = [point_summary(f"small-c{c:g}", 0.02 * c, {("ue4m3", "absmax", 4): 0.01 * c,
                                                         ("ue4m3", "absmax", 16): 0.02}, noise=0.001, seed=i)
               for i, c in enumerate((1.0, 2.0, 4.0))]
-    fig = figures.plot_sweep(planted, points, "w", {"level": 0.95, "resamples": 1000, "seed": 0})
+    fig = figures.plot_sweep(planted, points, "w", Evidence(0.95, 1000, 0))
     try:
         ax = fig.axes[0]
         assert ax.get_title() == "small sweep, weights only in E2M1"
