@@ -56,7 +56,7 @@ from common.report import Check, Claim, ClaimSpec, judge
 from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts
 
 from .settings import run_names, run_settings
-from .study import read_losses, read_telemetry
+from .study import loss_errors, read_losses, read_telemetry
 
 ONE_SEED = "; one training seed per model: evaluation sampling only, not seed-to-seed variation"
 ONE_RUN = "; one training seed per run: variation along its trajectory, not seed-to-seed variation"
@@ -170,16 +170,11 @@ def accuracy_drop(treated: Sequence[float] | np.ndarray, reference: Sequence[flo
     return settings.paired({"a": a, "b": b}, lambda s: 1 - s["a"] / s["b"], "examples")
 
 
-def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int, settings: Evidence
-             ) -> Estimate:
-    """``mean_t |L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have (the same as
-    ``study.loss_ape``), by the circular block bootstrap over those steps."""
-    steps = sorted(t for t in losses if t >= start and t in reference)
-    if not steps:
-        raise ValueError(f"no common training step at or after step {start}")
-    errors = [abs(losses[t] - reference[t]) / reference[t] for t in steps]
-    return settings.blocks({"error": errors, "steps": np.ones(len(steps))}, lambda s: s["error"] / s["steps"],
-                           "training steps")
+def loss_ape(errors: Mapping[int, float], settings: Evidence) -> Estimate:
+    """``mean_t |L_t - R_t| / R_t`` of the per-step relative errors ``errors`` (``study.loss_errors``, ascending
+    steps; their mean is ``study.loss_ape``), by the circular block bootstrap over those steps."""
+    return settings.blocks({"error": list(errors.values()), "steps": np.ones(len(errors))},
+                           lambda s: s["error"] / s["steps"], "training steps")
 
 
 @dataclass(frozen=True)
@@ -283,11 +278,10 @@ def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *
                    ) -> Claim:
     """Row: :func:`loss_ape` of ``run`` vs ``reference`` over the steps from ``run``'s warmup on."""
     def measure(losses: Mapping[int, float], base: Mapping[int, float]) -> tuple[Estimate, str]:
-        start = run_settings(study.config, run)["warmup_steps"]
-        estimate = loss_ape(losses, base, start, settings)
-        steps = [t for t in losses if t >= start and t in base]
-        return estimate, (f"training loss of {run} vs {reference} at steps {min(steps)}..{max(steps)}: final "
-                          f"{losses[max(steps)]:.4f} vs {base[max(steps)]:.4f}")
+        errors = loss_errors(losses, base, run_settings(study.config, run)["warmup_steps"])
+        first, last = min(errors), max(errors)
+        return loss_ape(errors, settings), (f"training loss of {run} vs {reference} at steps {first}..{last}: "
+                                            f"final {losses[last]:.4f} vs {base[last]:.4f}")
 
     return _row(spec, lambda: [study.log(run), study.log(reference)], measure, ONE_RUN)
 

@@ -71,12 +71,18 @@ def read_telemetry(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int = 0) -> float:
-    """Mean of ``|L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have (ValueError if none)."""
+def loss_errors(losses: Mapping[int, float], reference: Mapping[int, float], start: int = 0) -> dict[int, float]:
+    """``{t: |L_t - R_t| / R_t}`` over the steps ``t >= start`` both logs have, ascending (ValueError if none)."""
     steps = sorted(t for t in losses if t >= start and t in reference)
     if not steps:
         raise ValueError(f"no common training step at or after step {start}")
-    return sum(abs(losses[t] - reference[t]) / reference[t] for t in steps) / len(steps)
+    return {t: abs(losses[t] - reference[t]) / reference[t] for t in steps}
+
+
+def loss_ape(losses: Mapping[int, float], reference: Mapping[int, float], start: int = 0) -> float:
+    """Mean of :func:`loss_errors`, ``|L_t - R_t| / R_t`` over the steps ``t >= start`` both logs have."""
+    errors = loss_errors(losses, reference, start)
+    return sum(errors.values()) / len(errors)
 
 
 def evaluated_metrics(pretrain: Mapping[str, Any], shift: Mapping[str, Any]) -> dict[str, Any]:

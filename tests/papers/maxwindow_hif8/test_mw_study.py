@@ -25,6 +25,7 @@ from papers.maxwindow_hif8.study import (
     drops,
     evaluated_metrics,
     loss_ape,
+    loss_errors,
     observer_cell,
     read_losses,
     recipe_row,
@@ -64,6 +65,9 @@ def test_loss_ape_is_the_mean_relative_error_over_common_steps():
 
 def test_loss_ape_skips_steps_only_one_log_has():
     assert loss_ape({0: 1.5, 5: 3.0, 7: 9.0}, {0: 1.0, 7: 8.0, 9: 1.0}) == (0.5 + 0.125) / 2
+    # the per-step errors the claims bootstrap: the common steps, ascending
+    errors = loss_errors({7: 9.0, 0: 1.5, 5: 3.0}, {9: 1.0, 7: 8.0, 0: 1.0})
+    assert list(errors.items()) == [(0, 0.5), (7, 0.125)]
 
 
 def test_loss_ape_without_a_common_step():
