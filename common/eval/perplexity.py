@@ -43,7 +43,8 @@ def perplexity(
 
     Returns nll_sum, tokens (scored), mean_nll = nll_sum / tokens, perplexity = exp(mean_nll), window, stride,
     windows, window_nll and window_tokens (each window's NLL sum and scored tokens, the units of a paired
-    bootstrap: :func:`common.uncertainty.paired_bootstrap`) and wall_time_s. ``window`` may not exceed the context length in ``model.config``.
+    bootstrap: :func:`common.uncertainty.paired_bootstrap`) and wall_time_s. ``window`` may not exceed the
+    context length in ``model.config``.
     """
     if window < 2:
         raise ValueError(f"window must be >= 2, got {window}")
