@@ -1,5 +1,5 @@
 """Uncertainty of the estimates a claims table reports: one :class:`Estimate` (value and a two-sided interval)
-from five sources, each matched to what varies in the experiment, and :class:`Evidence`, the workflow's interval
+from six sources, each matched to what varies in the experiment, and :class:`Evidence`, the workflow's interval
 settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.yaml``), the same for every claim.
 
 * :func:`paired_bootstrap` -- a nonparametric bootstrap over *units* (evaluation windows, documents, zero-shot
@@ -23,6 +23,13 @@ settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.ya
   the interval describes the variation of a mean along that series, not between realizations of it (e.g. training
   seeds).
 * :func:`normal_interval` -- a Monte Carlo estimate with its standard error: ``value +- z_{(1+level)/2} * se``.
+* :func:`binomial_interval` -- a proportion ``k / n`` of independent trials (tensors that do as the theory
+  predicts): the Clopper-Pearson (1934) exact interval, ``low = B^{-1}((1 - level)/2; k, n - k + 1)`` and
+  ``high = B^{-1}((1 + level)/2; k + 1, n - k)`` with ``B^{-1}(q; a, b)`` the ``q`` quantile of the Beta(a, b)
+  distribution, ``low = 0`` when ``k = 0`` and ``high = 1`` when ``k = n``. Each end is the proportion at which
+  ``k`` (or a more extreme count) has binomial tail probability ``(1 - level)/2``, so the coverage is at least
+  ``level`` for every true proportion; as ``scipy.stats.binomtest(k, n).proportion_ci(level, method="exact")``
+  (tested).
 * :func:`t_interval` -- over seeds (a trained quantity, one value per seed; paired differences are formed by the
   caller, seed by seed): ``mean +- t_{(1+level)/2, n-1} * sd / sqrt(n)`` with the ``n - 1`` sample sd, as
   ``scipy.stats.t.interval``.
@@ -32,6 +39,7 @@ settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.ya
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -243,6 +251,24 @@ def normal_interval(value: float, standard_error: float, *, level: float = LEVEL
     z = float(stats.norm.ppf((1 + level) / 2))
     return Estimate(float(value), float(value - z * standard_error), float(value + z * standard_error),
                     f"{method}, normal interval", level)
+
+
+def binomial_interval(successes: int, trials: int, level: float = LEVEL, unit: str = "trials") -> Estimate:
+    """``successes / trials`` with its Clopper-Pearson exact interval at ``level`` (module docstring). ValueError
+    naming a count that is not an integer, ``trials < 1`` or ``successes`` outside ``[0, trials]``."""
+    _check_level(level)
+    for name, count in (("successes", successes), ("trials", trials)):
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+            raise ValueError(f"binomial {name} must be an integer, got {count!r}")
+    k, n = int(successes), int(trials)
+    if n < 1:
+        raise ValueError(f"a binomial interval needs at least 1 trial, got trials={n}")
+    if not 0 <= k <= n:
+        raise ValueError(f"binomial successes must be in [0, {n}] (the trials), got {k}")
+    alpha = (1 - level) / 2
+    low = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
+    return Estimate(k / n, low, high, f"Clopper-Pearson exact binomial interval over {n} {unit}", level)
 
 
 def t_interval(values: Sequence[float] | np.ndarray, *, level: float = LEVEL, unit: str = "seeds") -> Estimate:

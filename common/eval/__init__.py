@@ -11,7 +11,7 @@ Corpus splits and their token streams come from ``common.data``:
 
 from .cli import evaluate_checkpoint
 from .compare import accuracy_standard_error, metric_entry, relative_drop
-from .fake_quant import fake_quant_perplexity, perplexity_gaps
+from .fake_quant import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
 from .lm_eval_adapter import run_lm_eval
 from .perplexity import perplexity, window_spans
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
@@ -31,6 +31,7 @@ __all__ = [
     "evaluation_record",
     "example_correct",
     "fake_quant_perplexity",
+    "fake_quant_zero_shot",
     "file_summary",
     "loglikelihoods",
     "metric_entry",

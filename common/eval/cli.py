@@ -28,7 +28,7 @@ from common.ptq import read_quantization_config
 from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
 from .tasks import build_choice_task, build_cloze_task, read_task, write_task
-from .zeroshot import score_choice, score_cloze
+from .zeroshot import TASK_SCORERS
 
 CLOZE_FILE = "cloze.jsonl"
 CHOICE_FILE = "choice.jsonl"
@@ -106,9 +106,8 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
         "window": window,
         "stride": stride,
     }
-    scorers = {"cloze": score_cloze, "choice": score_choice}
     for kind, (path, examples) in tasks.items():
-        metrics[kind] = scorers[kind](network, loaded_tokenizer, examples, batch_size=batch_size)
+        metrics[kind] = TASK_SCORERS[kind](network, loaded_tokenizer, examples, batch_size=batch_size)
         data[kind] = {**file_summary(path), "examples": len(examples)}
     info = {**describe_model(network, model), "tokenizer": str(tokenizer)}
     return evaluation_record(info, quantization, data, metrics, wall_time_s=time.perf_counter() - start)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -185,3 +185,7 @@ def score_choice(
         "truncated_contexts": truncated,
         "wall_time_s": time.perf_counter() - start,
     }
+
+
+# the scorer of each zero-shot task kind (the files of :mod:`.tasks`), one metric group each
+TASK_SCORERS: dict[str, Callable[..., dict[str, Any]]] = {"cloze": score_cloze, "choice": score_choice}

@@ -13,16 +13,20 @@ fixed rule. The perplexity and tensor rows are measured on the function-preservi
 * ``sweep_ue5m3_no_inversion``: ``max_k ppl_ue5(n) / ppl_ue5(2n) - 1`` over the points at or below ``sigma*``.
 * ``ue5m3_matches_ue4m3s_*``: equivalence, ``max_k |ppl_ue5(n) / ppl_ue4s(n) - 1|`` over every point (weights
   only; weights and activations), and ``max_k |acc_ue5 - acc_ue4s|`` over the zero-shot points (cloze accuracy;
-  choice length-normalised accuracy), paired bootstrap over examples.
+  choice length-normalised accuracy: :data:`.sweep.ZERO_SHOT_ACCURACY`, each example's correctness from its
+  record, :func:`common.eval.scores.example_correct`), paired bootstrap over examples.
 * Tensor rows (every moved weight tensor of every point): among the tensors the theory predicts to invert (from
   their sigma alone, UE4M3, MSE(n) > MSE(2n)) the fraction that do; among the others the fraction that do not;
   among the predicted-inverting ones the fraction whose UE5M3 MSE does not invert. Clopper-Pearson intervals
-  over tensors.
+  over tensors (:func:`common.uncertainty.binomial_interval`).
 * ``theory_matches_simulation``: mean ``|theory / simulation - 1|`` over the simulated points the simulation
   resolves (relative standard error <= 0.5%); normal interval with the mean relative standard error as its
   standard error (a bound: every cell reuses one seeded draw, so the points' errors are correlated).
 * ``zero_blocks_drive_reversal``: the zero-block share of ``MSE(n) - MSE(2n)`` at ``sigma* / 1.2`` (theory,
   exact).
+
+Every bootstrap is :meth:`common.uncertainty.Evidence.paired` with the workflow's ``evidence`` settings; the
+Clopper-Pearson and normal intervals take their ``level``.
 
 Implementation checks (:class:`common.report.Check`, never evidence): the theory's parts sum to its total;
 P(block scale = 0) at sigma = 0.005 agrees with simulation and with our reconstruction of the fact sheet
@@ -37,15 +41,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from common.eval.scores import example_correct
 from common.report import Check, Claim, ClaimSpec, judge
-from common.uncertainty import Estimate, exact, normal_interval, paired_bootstrap
+from common.uncertainty import Estimate, Evidence, binomial_interval, exact, normal_interval
 
 from .curves import RESOLVED_SE
 from .sweep import (
+    ZERO_SHOT_ACCURACY,
     Windows,
-    bootstrap_options,
     cell_name,
     column,
     grid_position,
@@ -58,8 +62,7 @@ CLAIM_IDS = ("sweep_inversion_onset", "sweep_wide_no_inversion", "sweep_ue5m3_no
              "ue5m3_matches_ue4m3s_perplexity", "ue5m3_matches_ue4m3s_perplexity_activations",
              "ue5m3_matches_ue4m3s_cloze", "ue5m3_matches_ue4m3s_choice", "theory_matches_simulation",
              "zero_blocks_drive_reversal")
-ZERO_SHOT_FIELDS = {"cloze": ("cloze", "example_correct", "accuracy"),
-                    "choice": ("choice", "example_correct_norm", "length-normalised accuracy")}
+ZERO_SHOT_LABELS = {"cloze": "accuracy", "choice": "length-normalised accuracy"}  # .sweep.ZERO_SHOT_ACCURACY, named
 PARTS_TOLERANCE = 1e-12  # |parts - total| / total of the theory
 FUNCTION_TOLERANCE = 1e-3  # |ppl(c) / ppl(widest) - 1| of the unquantized sweep points
 SIGMA_TOLERANCE = 1e-4  # |(sigma(c) / sigma(widest)) / (c / c_widest) - 1| of every moved tensor
@@ -74,20 +77,13 @@ def _point(p: Mapping[str, Any]) -> str:
     return f"c={p['factor']:g} (sigma {p['sigma']:.3g})"
 
 
-def binomial_estimate(successes: int, trials: int, level: float, unit: str) -> Estimate:
-    """``successes / trials`` with its Clopper-Pearson (exact binomial) interval at ``level``."""
-    ci = stats.binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
-    return Estimate(successes / trials, float(ci.low), float(ci.high),
-                    f"Clopper-Pearson exact binomial interval over {trials} {unit}", level)
-
-
 def pair_cells(element: str, variant: str, pair: Sequence[int]) -> tuple[str, str]:
     """The weights-only cells of ``variant`` at blocks ``n`` and ``2n``."""
     return cell_name(element, variant, pair[0], True), cell_name(element, variant, pair[1], True)
 
 
 def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
-                pair: Sequence[int], sigma_star: float | None, bootstrap: Mapping[str, Any],
+                pair: Sequence[int], sigma_star: float | None, evidence: Evidence,
                 sources: Sequence[str]) -> Claim:
     """``sweep_inversion_onset`` (module docstring); ``points`` widest first (:func:`.sweep.sweep_points`)."""
     if sigma_star is None:
@@ -105,9 +101,8 @@ def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Wind
         onset = np.where(inverted.any(axis=0), inverted.argmax(axis=0), len(keys))
         return predicted - onset
 
-    estimate = paired_bootstrap(data.columns([k for pair_keys in keys for k in pair_keys]), statistic,
-                                **bootstrap_options(bootstrap))
-    ratios = [ratio_estimate(data, a, b, bootstrap) for a, b in keys]
+    estimate = evidence.paired(data.columns([k for pair_keys in keys for k in pair_keys]), statistic, "windows")
+    ratios = [ratio_estimate(data, a, b, evidence) for a, b in keys]
     onset = next((k for k, r in enumerate(ratios) if r.value > 0), None)
     cited = [*sources, *data.sources(k for ab in keys for k in ab)]
     found = "no point inverts" if onset is None else f"onset at {_point(points[onset])}"
@@ -119,7 +114,7 @@ def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Wind
 
 
 def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
-               pair: Sequence[int], sigma_star: float | None, bootstrap: Mapping[str, Any],
+               pair: Sequence[int], sigma_star: float | None, evidence: Evidence,
                sources: Sequence[str]) -> Claim:
     """``sweep_wide_no_inversion``: UE4M3 ``ppl(n) / ppl(2n) - 1`` at the widest point (it must be wider than
     ``sigma*``)."""
@@ -132,24 +127,24 @@ def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windo
                      evidence=sources)
     small, large = pair_cells(element, "ue4m3", pair)
     keys = [(widest["model"], small), (widest["model"], large)]
-    estimate = ratio_estimate(data, *keys, bootstrap)
+    estimate = ratio_estimate(data, *keys, evidence)
     return judge(spec, estimate, detail=f"{_point(widest)}, sigma* = {sigma_star:.3g}: UE4M3 ppl({pair[0]})/"
                  f"ppl({pair[1]}) - 1 = {_pct(estimate.value)}", evidence=[*sources, *data.sources(keys)])
 
 
 def _max_over(data: Windows, keys: Sequence[tuple[tuple[str, str], tuple[str, str]]], absolute: bool,
-              bootstrap: Mapping[str, Any]) -> Estimate:
+              evidence: Evidence) -> Estimate:
     """Paired bootstrap of ``max_k f(ppl(a_k) / ppl(b_k) - 1)`` (``f`` = abs when ``absolute``)."""
 
     def statistic(sums: Mapping[str, np.ndarray]) -> np.ndarray:
         values = np.stack([np.expm1(log_ratio(sums, a, b)) for a, b in keys])
         return (np.abs(values) if absolute else values).max(axis=0)
 
-    return paired_bootstrap(data.columns([k for ab in keys for k in ab]), statistic, **bootstrap_options(bootstrap))
+    return evidence.paired(data.columns([k for ab in keys for k in ab]), statistic, "windows")
 
 
 def ue5m3_inversion_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
-                          pair: Sequence[int], sigma_star: float | None, bootstrap: Mapping[str, Any],
+                          pair: Sequence[int], sigma_star: float | None, evidence: Evidence,
                           sources: Sequence[str]) -> Claim:
     """``sweep_ue5m3_no_inversion``: the largest UE5M3 ``ppl(n) / ppl(2n) - 1`` over the points at or below the
     UE4M3 ``sigma*``."""
@@ -158,40 +153,41 @@ def ue5m3_inversion_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], 
         return judge(spec, None, reason="no sweep point at or below the UE4M3 crossover sigma*", evidence=sources)
     small, large = pair_cells(element, "ue5m3", pair)
     keys = [((p["model"], small), (p["model"], large)) for p in narrow]
-    estimate = _max_over(data, keys, False, bootstrap)
+    estimate = _max_over(data, keys, False, evidence)
     detail = f"UE5M3 ppl({pair[0]})/ppl({pair[1]}) - 1 at the {len(narrow)} points at or below sigma* = " \
-             f"{sigma_star:.3g}: " + ", ".join(f"{_point(p)} {_pct(ratio_estimate(data, a, b, bootstrap).value)}"
+             f"{sigma_star:.3g}: " + ", ".join(f"{_point(p)} {_pct(ratio_estimate(data, a, b, evidence).value)}"
                                                for p, (a, b) in zip(narrow, keys, strict=True))
     return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
 
 def equivalence_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
-                      block_size: int, weights_only: bool, bootstrap: Mapping[str, Any],
+                      block_size: int, weights_only: bool, evidence: Evidence,
                       sources: Sequence[str]) -> Claim:
     """``ue5m3_matches_ue4m3s_perplexity[_activations]``: ``max_k |ppl_ue5(n) / ppl_ue4s(n) - 1|``."""
     if not points:
         return judge(spec, None, reason="no sweep points", evidence=sources)
     keys = [((p["model"], cell_name(element, "ue5m3", block_size, weights_only)),
              (p["model"], cell_name(element, "ue4m3s", block_size, weights_only))) for p in points]
-    estimate = _max_over(data, keys, True, bootstrap)
+    estimate = _max_over(data, keys, True, evidence)
     detail = f"ppl_UE5M3/ppl_UE4M3-S - 1 at block {block_size}: " + ", ".join(
-        f"{_point(p)} {_pct(ratio_estimate(data, a, b, bootstrap).value)}"
+        f"{_point(p)} {_pct(ratio_estimate(data, a, b, evidence).value)}"
         for p, (a, b) in zip(points, keys, strict=True))
     return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
 
 def zero_shot_claim(spec: ClaimSpec, task: str, points: Sequence[Mapping[str, Any]],
                     records: Iterable[Mapping[str, Any]], element: str, block_size: int,
-                    bootstrap: Mapping[str, Any], sources: Sequence[str]) -> Claim:
+                    evidence: Evidence, sources: Sequence[str]) -> Claim:
     """``ue5m3_matches_ue4m3s_<task>``: ``max_k |acc_ue5 - acc_ue4s|`` over the zero-shot points (``points``:
-    the sweep points, to order and name them); ``records``: the zero-shot cells."""
-    metric, field, label = ZERO_SHOT_FIELDS[task]
-    scores = {(r["name"], r["cell"]): r["metrics"][metric][field] for r in records}
+    the sweep points, to order and name them); ``records``: the zero-shot cells. The statistic is
+    ``max_k |S_correct(ue5, k) - S_correct(ue4s, k)| / n`` over the ``n`` examples every cell scores."""
+    by_cell = {(r["name"], r["cell"]): r for r in records}
     cells = [cell_name(element, v, block_size, True) for v in ("ue5m3", "ue4m3s")]
-    measured = [p for p in points if all((p["model"], c) in scores for c in cells)]
+    measured = [p for p in points if all((p["model"], c) in by_cell for c in cells)]
     if not measured:
         return judge(spec, None, reason=f"no sweep point has both zero-shot cells {cells}", evidence=sources)
-    columns = {column(p["model"], c): np.asarray(scores[(p["model"], c)], dtype=np.float64)
+    columns = {column(p["model"], c): example_correct(column(p["model"], c), by_cell[(p["model"], c)], task,
+                                                      ZERO_SHOT_ACCURACY[task])
                for p in measured for c in cells}
     n = len(next(iter(columns.values())))
 
@@ -200,8 +196,8 @@ def zero_shot_claim(spec: ClaimSpec, task: str, points: Sequence[Mapping[str, An
                           for p in measured])
         return np.abs(diffs).max(axis=0)
 
-    estimate = paired_bootstrap(columns, statistic, **bootstrap_options(bootstrap, "examples"))
-    detail = f"{task} {label}, {n} examples, UE5M3 vs UE4M3-S at block {block_size}: " + ", ".join(
+    estimate = evidence.paired(columns, statistic, "examples")
+    detail = f"{task} {ZERO_SHOT_LABELS[task]}, {n} examples, UE5M3 vs UE4M3-S at block {block_size}: " + ", ".join(
         f"{_point(p)} {np.mean(columns[column(p['model'], cells[0])]):.3f} vs "
         f"{np.mean(columns[column(p['model'], cells[1])]):.3f}" for p in measured)
     return judge(spec, estimate, detail=detail, evidence=sources)
@@ -233,7 +229,7 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
             continue
         hits = sum(bool(good(compared[k])) for k in chosen)
         sigmas = [compared[k]["std"] for k in chosen]
-        rows.append(judge(specs[cid], binomial_estimate(hits, len(chosen), level, "tensors"),
+        rows.append(judge(specs[cid], binomial_interval(hits, len(chosen), level, "tensors"),
                           detail=f"{hits} of {len(chosen)} tensors the theory predicts {predicted} with UE4M3 "
                                  f"({blocks}) {measured} (sigma {min(sigmas):.3g}-{max(sigmas):.3g}){left_out}",
                           evidence=sources))
@@ -244,7 +240,7 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
                           evidence=sources))
     else:
         hits = sum(not ue5[k]["inverts"] for k in measured)
-        rows.append(judge(spec, binomial_estimate(hits, len(measured), level, "tensors"),
+        rows.append(judge(spec, binomial_interval(hits, len(measured), level, "tensors"),
                           detail=f"{hits} of {len(measured)} tensors the theory predicts to invert with UE4M3 keep "
                                  f"finer better with UE5M3 (not {blocks})", evidence=sources))
     return rows
@@ -307,8 +303,7 @@ def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequ
                  sources: Sequence[str]) -> list[Check]:
     """The sweep keeps the unquantized perplexity and moves every moved tensor's sigma by its factor
     (``sources``: the tensor studies; the unquantized cells' paths come from ``data``)."""
-    ppl = {p["model"]: math.exp(data.cells[(p["model"], "unquantized")][0].sum()
-                                / data.cells[(p["model"], "unquantized")][1].sum()) for p in points}
+    ppl = {p["model"]: data.perplexity((p["model"], "unquantized")) for p in points}
     ref = points[0]
     drift = max(abs(ppl[p["model"]] / ppl[ref["model"]] - 1) for p in points)
     stds = {c["model"]: {t["name"]: t["std"] for t in c["tensors"]} for c in cells}
@@ -330,29 +325,30 @@ def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequ
 def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered: Mapping[str, Any],
                  validation: Mapping[str, Any], theory_cells: Sequence[Mapping[str, Any]],
                  points: Sequence[Mapping[str, Any]], tensor_cells: Sequence[Mapping[str, Any]], data: Windows,
-                 zero_shot: Sequence[Mapping[str, Any]], bootstrap: Mapping[str, Any],
+                 zero_shot: Sequence[Mapping[str, Any]], evidence: Evidence,
                  sources: Mapping[str, Sequence[str]]) -> tuple[list[Claim], list[Check]]:
     """Every row of :data:`CLAIM_IDS` and every check. ``points``: :func:`.sweep.sweep_points` (widest first);
-    ``sources``: the artifact paths behind each kind of evidence (``preregistered``, ``validation``, ``theory``,
-    ``tensors``, ``zero_shot``; a perplexity row cites its own cells from ``data.paths``). ValueError naming a
-    claim id the config lacks or does not know."""
+    ``evidence``: the workflow's interval settings, the same for every row; ``sources``: the artifact paths behind
+    each kind of evidence (``preregistered``, ``validation``, ``theory``, ``tensors``, ``zero_shot``; a perplexity
+    row cites its own cells from ``data.paths``). ValueError naming a claim id the config lacks or does not
+    know."""
     missing, unknown = sorted(set(CLAIM_IDS) - set(specs)), sorted(set(specs) - set(CLAIM_IDS))
     if missing or unknown:
         raise ValueError(f"claims: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; the claims "
                          f"computed here are {', '.join(CLAIM_IDS)}")
     pair, sigma_star = preregistered["pair"], preregistered["crossover"]["ue4m3"]
-    level = float(bootstrap["level"])
+    level = evidence.level
     sweep = [*sources["preregistered"], *sources["tensors"]]  # + each row's own cells (data.paths)
-    ppl = (points, data, element, pair, sigma_star, bootstrap, sweep)
+    ppl = (points, data, element, pair, sigma_star, evidence, sweep)
     rows = [onset_claim(specs["sweep_inversion_onset"], *ppl), wide_claim(specs["sweep_wide_no_inversion"], *ppl),
             ue5m3_inversion_claim(specs["sweep_ue5m3_no_inversion"], *ppl),
             *tensor_claims(specs, tensor_cells, pair, level, [*sources["preregistered"], *sources["tensors"]]),
-            *(equivalence_claim(specs[cid], points, data, element, pair[0], weights_only, bootstrap, sweep)
+            *(equivalence_claim(specs[cid], points, data, element, pair[0], weights_only, evidence, sweep)
               for cid, weights_only in (("ue5m3_matches_ue4m3s_perplexity", True),
                                         ("ue5m3_matches_ue4m3s_perplexity_activations", False))),
             *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, zero_shot, element, pair[0],
-                              bootstrap, [*sources["tensors"], *sources["zero_shot"]])
-              for task in ZERO_SHOT_FIELDS),
+                              evidence, [*sources["tensors"], *sources["zero_shot"]])
+              for task in ZERO_SHOT_ACCURACY),
             theory_match_claim(specs["theory_matches_simulation"], validation, level, sources["validation"]),
             zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"])]
     checks = [*theory_checks(theory_cells, validation, sources["theory"], sources["validation"][0]),

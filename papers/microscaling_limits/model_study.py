@@ -8,33 +8,20 @@ quantized in blocks along the hidden axis) or ``<element>-<variant>-b<n>-weights
 ``unquantized`` is the reference. Perplexity cells
 (``results/microscaling_limits/ptq/<model>/<cell>.json``) are evaluated by
 :func:`common.eval.fake_quant_perplexity` and keep its per-window NLL sums and token counts; zero-shot cells
-(``results/microscaling_limits/zeroshot/<model>/<cell>.json``) score the shared cloze and choice tasks
-(:func:`common.eval.score_cloze`, :func:`common.eval.score_choice`) with each example's correctness, the units of
-a paired bootstrap over examples.
+(``results/microscaling_limits/zeroshot/<model>/<cell>.json``) are evaluated by
+:func:`common.eval.fake_quant_zero_shot` on the shared cloze and choice tasks and keep each example's correctness,
+the units of a paired bootstrap over examples.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoTokenizer
-
-from common.eval import (
-    describe_model,
-    evaluation_record,
-    fake_quant_perplexity,
-    file_summary,
-    perplexity_gaps,
-    read_task,
-    score_choice,
-    score_cloze,
-)
-from common.models import load_causal_lm
-from common.ptq import QuantRecipe, apply_quantization, select_linears
+from common.eval import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
+from common.ptq import QuantRecipe
 
 from .settings import variant_spec
 
@@ -74,21 +61,12 @@ def model_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, spli
 
 def zero_shot_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, cloze: str | Path,
                    choice: str | Path, name: str) -> dict[str, Any]:
-    """Zero-shot record of one quantized cell of model ``name``: ``metrics.cloze`` and ``metrics.choice`` with
-    every example's correctness, ``name``, ``cell`` and the cell's parts."""
-    start = time.perf_counter()
+    """Zero-shot record of one quantized cell of model ``name`` (:func:`common.eval.fake_quant_zero_shot`):
+    ``metrics.cloze`` and ``metrics.choice`` with every example's correctness, ``name``, ``cell`` and the cell's
+    parts."""
     study = config["model"]
-    recipe = cell_recipe(cell)
-    model = load_causal_lm(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    layers = select_linears(model, include=study["include"])
-    apply_quantization(model, recipe, layers)
-    tasks = {"cloze": (cloze, read_task(cloze), score_cloze), "choice": (choice, read_task(choice), score_choice)}
-    metrics = {kind: score(model, tokenizer, examples, batch_size=study["batch_size"])
-               for kind, (_, examples, score) in tasks.items()}
-    data = {kind: {**file_summary(path), "examples": len(examples)} for kind, (path, examples, _) in tasks.items()}
-    record = evaluation_record(describe_model(model, model_dir), {"recipe": recipe.to_dict(), "layers": layers},
-                               data, metrics, wall_time_s=time.perf_counter() - start)
+    record = fake_quant_zero_shot(model_dir, cell_recipe(cell), include=study["include"],
+                                  tasks={"cloze": cloze, "choice": choice}, batch_size=study["batch_size"])
     return {**record, "name": name, "cell": cell, **parse_cell(cell)}
 
 

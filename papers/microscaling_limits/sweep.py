@@ -18,7 +18,12 @@ the model ``<base>-c<c:g>`` (e.g. ``small-c0.1``); its cells quantize the moved 
   (log-linear; beyond either end the end step continues). ``grid_position(sigma*) - k`` is then
   ``log(s_k / sigma*)`` in sweep steps: positive when point ``k`` is wider than ``sigma*``.
 * Windows (:class:`Windows`): every perplexity cell scores the same windows of the same split, the units of the
-  paired bootstrap (:func:`common.uncertainty.paired_bootstrap`) that resamples them once for every cell.
+  paired bootstrap (:meth:`common.uncertainty.Evidence.paired`, the workflow's ``evidence`` settings) that
+  resamples them once for every cell; a cell's columns are its record's window columns
+  (:func:`common.eval.scores.window_columns`: per-window NLL sums and token counts), ``log(ppl(a) / ppl(b))``
+  the difference of their token-weighted mean NLLs (:func:`common.uncertainty.log_perplexity`).
+* Zero-shot cells: the cloze accuracy and the choice length-normalised accuracy (:data:`ZERO_SHOT_ACCURACY`), each
+  the mean of its per-example correctness.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from common.eval.scores import ACCURACY, AccuracyFields, window_columns
 from common.models.rescale import PLANS, check_transforms
 from common.theory import crossover
-from common.uncertainty import Estimate, paired_bootstrap, perplexity_columns
+from common.uncertainty import Estimate, Evidence, log_perplexity, perplexity
 
 from .curves import drivers
 from .settings import KEY, VARIANTS
@@ -44,6 +50,8 @@ SCALES = ("ue4m3", "ue5m3")  # the block-scale formats the sweep's predictions n
 WEIGHTS_SUFFIX = "-weights"  # cell name suffix: weights only (no activation quantization)
 ZERO_SHOT_VARIANTS = ("ue4m3s", "ue5m3")  # the zero-shot comparison: UE5M3 vs UE4M3 with a per-tensor scale
 STUDY_FIELDS = ("window", "stride", "batch_size")  # what a sweep cell takes from the paper config's `model`
+# the accuracy each zero-shot task compares (cloze: accuracy; choice: length-normalised accuracy)
+ZERO_SHOT_ACCURACY: dict[str, AccuracyFields] = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}
 
 
 def moved_include(transforms: Sequence[str]) -> str:
@@ -162,10 +170,11 @@ def grid_position(sigmas: Sequence[float], sigma: float) -> float:
 
 @dataclass(frozen=True)
 class Windows:
-    """Per-window NLL sums and token counts of perplexity cells, keyed ``(model, cell)``, all over the same
-    windows (:func:`windows`), and the artifact each was read from (``paths``, where known)."""
+    """The bootstrap columns of perplexity cells (``<model>/<cell>.nll`` and ``.tokens``: per-window NLL sums and
+    token counts), keyed ``(model, cell)``, all over the same windows (:func:`windows`), and the artifact each was
+    read from (``paths``, where known)."""
 
-    cells: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    cells: Mapping[tuple[str, str], Mapping[str, np.ndarray]]
     paths: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     def sources(self, keys: Iterable[tuple[str, str]]) -> list[str]:
@@ -178,8 +187,13 @@ class Windows:
         for key in keys:
             if key not in self.cells:
                 raise KeyError(f"no perplexity cell {key[1]!r} of sweep point {key[0]!r}")
-            out |= perplexity_columns(column(*key), *self.cells[key])
+            out |= self.cells[key]
         return out
+
+    def perplexity(self, key: tuple[str, str]) -> float:
+        """The perplexity of cell ``key`` over every window, ``exp(sum_j nll_j / sum_j tokens_j)``."""
+        sums = {name: np.asarray(values.sum()) for name, values in self.columns([key]).items()}
+        return float(perplexity(sums, column(*key)))
 
 
 def column(model: str, cell: str) -> str:
@@ -188,10 +202,10 @@ def column(model: str, cell: str) -> str:
 
 
 def windows(records: Iterable[Mapping[str, Any]], paths: Sequence[str] | None = None) -> Windows:
-    """:class:`Windows` of perplexity cells (each with ``name``, the model's name, ``cell`` and
-    ``metrics.perplexity.window_nll`` / ``window_tokens``) read from ``paths`` (one per record, when given);
-    ValueError naming a record whose windows differ from the first one's, or a repeat."""
-    cells: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    """:class:`Windows` of perplexity cells (each with ``name``, the model's name, ``cell`` and its window columns,
+    :func:`common.eval.scores.window_columns`) read from ``paths`` (one per record, when given); ValueError naming
+    a record without per-window scores, one whose windows differ from the first one's, or a repeat."""
+    cells: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     sources: dict[tuple[str, str], str] = {}
     reference = None
     records = list(records)
@@ -199,17 +213,17 @@ def windows(records: Iterable[Mapping[str, Any]], paths: Sequence[str] | None = 
         raise ValueError(f"{len(paths)} paths for {len(records)} perplexity cells")
     for i, record in enumerate(records):
         key = (record["name"], record["cell"])
-        scores = record["metrics"]["perplexity"]
-        tokens = np.asarray(scores["window_tokens"], dtype=np.float64)
         if key in cells:
             raise ValueError(f"perplexity cell {key[1]!r} of {key[0]!r} given twice")
+        columns = window_columns(column(*key), record)
+        tokens = columns[f"{column(*key)}.tokens"]
         if reference is None:
             reference = (key, tokens)
         elif not np.array_equal(tokens, reference[1]):
             raise ValueError(f"cell {key[1]!r} of {key[0]!r} scores other windows ({tokens.size} windows, "
                              f"{int(tokens.sum())} tokens) than {reference[0][1]!r} of {reference[0][0]!r} "
                              f"({reference[1].size}, {int(reference[1].sum())}): the bootstrap pairs windows")
-        cells[key] = (np.asarray(scores["window_nll"], dtype=np.float64), tokens)
+        cells[key] = columns
         if paths is not None:
             sources[key] = str(paths[i])
     return Windows(cells, sources)
@@ -217,40 +231,30 @@ def windows(records: Iterable[Mapping[str, Any]], paths: Sequence[str] | None = 
 
 def log_ratio(sums: Mapping[str, np.ndarray], numerator: tuple[str, str], denominator: tuple[str, str]
               ) -> np.ndarray:
-    """``log(ppl(numerator) / ppl(denominator))`` from bootstrap sums: the difference of mean NLLs."""
-    a, b = column(*numerator), column(*denominator)
-    return sums[f"{a}.nll"] / sums[f"{a}.tokens"] - sums[f"{b}.nll"] / sums[f"{b}.tokens"]
+    """``log(ppl(numerator) / ppl(denominator))`` from bootstrap sums: the difference of the token-weighted mean
+    NLLs, ``S_nll(a) / S_tokens(a) - S_nll(b) / S_tokens(b)``."""
+    return log_perplexity(sums, column(*numerator)) - log_perplexity(sums, column(*denominator))
 
 
 def ratio_estimate(data: Windows, numerator: tuple[str, str], denominator: tuple[str, str],
-                   evidence: Mapping[str, Any]) -> Estimate:
+                   evidence: Evidence) -> Estimate:
     """``ppl(numerator) / ppl(denominator) - 1`` with its paired bootstrap interval over windows."""
-    return paired_bootstrap(data.columns([numerator, denominator]),
-                            lambda s: np.expm1(log_ratio(s, numerator, denominator)), **bootstrap_options(evidence))
-
-
-def bootstrap_options(evidence: Mapping[str, Any], unit: str = "windows") -> dict[str, Any]:
-    """Keyword arguments of :func:`common.uncertainty.paired_bootstrap` from the workflow's ``evidence``."""
-    return {"resamples": int(evidence["resamples"]), "seed": int(evidence["seed"]), "level": float(evidence["level"]),
-            "unit": unit}
-
-
-def _perplexity(nll: np.ndarray, tokens: np.ndarray) -> float:
-    return math.exp(float(nll.sum()) / float(tokens.sum()))
+    return evidence.paired(data.columns([numerator, denominator]),
+                           lambda s: np.expm1(log_ratio(s, numerator, denominator)), "windows")
 
 
 def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregistered: Mapping[str, Any],
                   tensor_cells: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
-                  zero_shot: Sequence[Mapping[str, Any]], bootstrap: Mapping[str, Any]) -> dict[str, Any]:
+                  zero_shot: Sequence[Mapping[str, Any]], evidence: Evidence) -> dict[str, Any]:
     """The sweep's table and figure data: the ``points`` (:func:`sweep_points`), the pre-registered crossovers
     and their ``position`` on the grid, per perplexity cell its perplexity and relative gap
     ``ppl / ppl(unquantized) - 1``, per point and variant the weights-only ``ppl(n) / ppl(2n) - 1`` with its
-    bootstrap interval (``ratios``), and per zero-shot cell its cloze accuracy and choice length-normalised
-    accuracy."""
+    bootstrap interval (``ratios``, ``evidence``'s settings), and per zero-shot cell its accuracy per task
+    (:data:`ZERO_SHOT_ACCURACY`: cloze accuracy, choice length-normalised accuracy)."""
     located = sweep_points(points, tensor_cells)
     data = windows(records)
     n, m = preregistered["pair"]
-    reference = {p["model"]: _perplexity(*data.cells[(p["model"], "unquantized")]) for p in located}
+    reference = {p["model"]: data.perplexity((p["model"], "unquantized")) for p in located}
     where = {p["model"]: p for p in located}
     cells = [{"model": r["name"], "factor": where[r["name"]]["factor"], "sigma": where[r["name"]]["sigma"],
               "cell": r["cell"], "variant": r["variant"], "block_size": r["block_size"],
@@ -264,7 +268,7 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
             large = (p["model"], cell_name(element, variant, m, True))
             if small in data.cells and large in data.cells:
                 ratios.append({"model": p["model"], "factor": p["factor"], "sigma": p["sigma"], "variant": variant,
-                               **ratio_estimate(data, small, large, bootstrap).to_dict()})
+                               **ratio_estimate(data, small, large, evidence).to_dict()})
     sigmas = [p["sigma"] for p in located]
     return {"element": element, "pair": [n, m], "points": located, "crossover": dict(preregistered["crossover"]),
             "position": {s: None if c is None else grid_position(sigmas, c)
@@ -273,6 +277,6 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
             "cells": cells, "ratios": ratios,
             "zero_shot": [{"model": r["name"], "cell": r["cell"], "variant": r["variant"],
                            "block_size": r["block_size"], "examples": r["metrics"]["cloze"]["examples"],
-                           "cloze": r["metrics"]["cloze"]["acc"], "choice": r["metrics"]["choice"]["acc_norm"]}
+                           **{task: r["metrics"][task][fields.metric] for task, fields in ZERO_SHOT_ACCURACY.items()}}
                           for r in zero_shot],
             "wall_time_s": float(sum(r["wall_time_s"] for r in [*records, *zero_shot, *tensor_cells]))}

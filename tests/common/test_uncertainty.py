@@ -1,5 +1,6 @@
 """common.uncertainty: the paired bootstrap equals scipy's paired percentile bootstrap, the t-interval equals
-scipy.stats.t.interval, the normal interval uses the normal quantile, and bad input is refused by name; the
+scipy.stats.t.interval, the normal interval uses the normal quantile, the Clopper-Pearson interval equals
+scipy.stats.binomtest's exact one, and bad input is refused by name; the
 workflow's interval settings (:class:`Evidence`) and the circular block bootstrap (block lengths, the draw, its
 equality with the paired bootstrap for blocks of one, and wider intervals on serially dependent units)."""
 
@@ -13,6 +14,7 @@ from common.uncertainty import (
     MIN_RESAMPLES,
     Estimate,
     Evidence,
+    binomial_interval,
     block_bootstrap,
     block_length,
     circular_block_counts,
@@ -110,6 +112,46 @@ def test_normal_and_exact_intervals():
     with pytest.raises(ValueError, match="standard error must be >= 0, got -1"):
         normal_interval(1.0, -1.0)
     assert exact(3.0).low == exact(3.0).high == 3.0
+
+
+@pytest.mark.parametrize(("successes", "trials"), [(0, 1), (1, 1), (0, 10), (3, 10), (10, 10), (9, 10), (1, 60),
+                                                    (59, 60), (30, 60), (250, 1000)])
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.99])
+def test_binomial_interval_equals_scipy_exact(successes, trials, level):
+    est = binomial_interval(successes, trials, level)
+    ci = stats.binomtest(successes, trials).proportion_ci(confidence_level=level, method="exact")
+    assert est.value == successes / trials
+    assert (est.low, est.high) == pytest.approx((ci.low, ci.high), rel=1e-9, abs=1e-12)
+    assert est.level == level
+    assert est.method == f"Clopper-Pearson exact binomial interval over {trials} trials"
+
+
+def test_binomial_interval_ends_at_no_and_at_all_successes():
+    none, every = binomial_interval(0, 60, unit="tensors"), binomial_interval(60, 60, unit="tensors")
+    assert (none.value, none.low) == (0.0, 0.0)
+    assert (every.value, every.high) == (1.0, 1.0)
+    assert none.high == pytest.approx(1 - 0.025 ** (1 / 60), rel=1e-9)  # P(X = 0 | p) = (1 - p)^60 = 0.025
+    assert every.low == pytest.approx(0.025 ** (1 / 60), rel=1e-9)
+    assert every.method == "Clopper-Pearson exact binomial interval over 60 tensors"
+    assert binomial_interval(np.int64(3), np.int64(10)) == binomial_interval(3, 10)  # numpy counts are counts
+
+
+@pytest.mark.parametrize(("successes", "trials", "message"), [
+    (1, 0, r"at least 1 trial, got trials=0"),
+    (-1, 10, r"successes must be in \[0, 10\] \(the trials\), got -1"),
+    (11, 10, r"successes must be in \[0, 10\] \(the trials\), got 11"),
+    (2.0, 10, r"binomial successes must be an integer, got 2.0"),
+    (2, 10.5, r"binomial trials must be an integer, got 10.5"),
+    (True, 10, r"binomial successes must be an integer, got True"),
+])
+def test_binomial_interval_names_bad_counts(successes, trials, message):
+    with pytest.raises(ValueError, match=message):
+        binomial_interval(successes, trials)
+
+
+def test_binomial_interval_refuses_a_bad_level():
+    with pytest.raises(ValueError, match=r"confidence level must be in \(0, 1\), got 1.0"):
+        binomial_interval(3, 10, 1.0)
 
 
 def test_estimate_validates_and_round_trips():

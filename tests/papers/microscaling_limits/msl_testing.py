@@ -20,6 +20,7 @@ import yaml
 
 from common.config import merged
 from common.report import claim_specs
+from common.uncertainty import Evidence
 from papers.microscaling_limits.model_study import parse_cell
 from papers.microscaling_limits.settings import KEY, profile_config
 
@@ -27,7 +28,7 @@ PAPER = Path(__file__).resolve().parents[3] / "papers" / "microscaling_limits"
 SCHEMA = str(PAPER / "config.schema.yaml")
 PROFILES = ("smoke", "default", "full")
 PARTS = ("non_max", "max_element", "zero_blocks")
-BOOTSTRAP = {"level": 0.95, "resamples": 1000, "seed": 0}
+EVIDENCE = Evidence(0.95, 1000, 0)  # the workflow's interval settings, 1000 resamples
 WINDOWS, WINDOW_TOKENS, BASE_NLL = 64, 16, 3.0  # planted windows: 16 scored tokens each, mean NLL 3 per token
 
 TINY = {

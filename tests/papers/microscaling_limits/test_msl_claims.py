@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from msl_testing import (
-    BOOTSTRAP,
+    EVIDENCE,
     crossover_row,
     fit,
     ppl_record,
@@ -57,7 +57,7 @@ def ue4(*values):
 # ------------------------------------------------------------------------------------------ sweep_inversion_onset
 def onset(points, planted, sigma_star=STAR):
     return msl.onset_claim(SPECS["sweep_inversion_onset"], points, data(planted), "e2m1", PAIR, sigma_star,
-                           BOOTSTRAP, SOURCES)
+                           EVIDENCE, SOURCES)
 
 
 def test_grid_position_of_the_planted_crossover(points):
@@ -102,7 +102,7 @@ def test_a_tie_is_no_inversion(points):
 def test_onset_not_testable_without_a_crossover_or_steps(points):
     assert onset(points, {}, sigma_star=None).verdict == T
     assert "no UE4M3 crossover of blocks 16 vs 32" in onset(points, {}, sigma_star=None).reason
-    claim = msl.onset_claim(SPECS["sweep_inversion_onset"], points[:1], data({}), "e2m1", PAIR, STAR, BOOTSTRAP,
+    claim = msl.onset_claim(SPECS["sweep_inversion_onset"], points[:1], data({}), "e2m1", PAIR, STAR, EVIDENCE,
                             SOURCES)
     assert (claim.verdict, claim.reason) == (T, "sweep steps need at least 2 sweep points, got 1")
 
@@ -110,7 +110,7 @@ def test_onset_not_testable_without_a_crossover_or_steps(points):
 # ---------------------------------------------------------------------------------------- sweep_wide_no_inversion
 def wide(points, planted, sigma_star=STAR):
     return msl.wide_claim(SPECS["sweep_wide_no_inversion"], points, data(planted), "e2m1", PAIR, sigma_star,
-                          BOOTSTRAP, SOURCES)
+                          EVIDENCE, SOURCES)
 
 
 @pytest.mark.parametrize(("first", "verdict"), [(-0.05, R), (0.05, C), ((0.0, NOISY), INC)])
@@ -131,7 +131,7 @@ def test_wide_point_not_testable_when_no_point_is_wider_than_sigma_star(points):
 # --------------------------------------------------------------------------------------- sweep_ue5m3_no_inversion
 def ue5_claim(points, planted, sigma_star=STAR):
     return msl.ue5m3_inversion_claim(SPECS["sweep_ue5m3_no_inversion"], points, data(planted), "e2m1", PAIR,
-                                     sigma_star, BOOTSTRAP, SOURCES)
+                                     sigma_star, EVIDENCE, SOURCES)
 
 
 def ue5(*values):
@@ -157,7 +157,7 @@ def test_ue5m3_no_inversion_not_testable_without_narrow_points(points):
 # ----------------------------------------------------------------------------------- ue5m3_matches_ue4m3s_perplexity
 def equivalence(points, planted, weights_only=True):
     cid = "ue5m3_matches_ue4m3s_perplexity" + ("" if weights_only else "_activations")
-    return msl.equivalence_claim(SPECS[cid], points, data(planted), "e2m1", 16, weights_only, BOOTSTRAP, SOURCES)
+    return msl.equivalence_claim(SPECS[cid], points, data(planted), "e2m1", 16, weights_only, EVIDENCE, SOURCES)
 
 
 @pytest.mark.parametrize(("values", "verdict"), [
@@ -188,7 +188,7 @@ def zero_shot(task, ue5_cloze, ue4s_cloze, ue5_choice=None, ue4s_choice=None, po
         records += [zero_shot_record(m["model"], "e2m1-ue5m3-b16-weights", ue5_cloze, ue5_choice or ue5_cloze),
                     zero_shot_record(m["model"], "e2m1-ue4m3s-b16-weights", ue4s_cloze, ue4s_choice or ue4s_cloze)]
     return msl.zero_shot_claim(SPECS[f"ue5m3_matches_ue4m3s_{task}"], task, points_, records, "e2m1", 16,
-                               BOOTSTRAP, SOURCES)
+                               EVIDENCE, SOURCES)
 
 
 def answers(correct, n=200, seed=0):
@@ -223,7 +223,7 @@ def test_zero_shot_tasks_read_their_own_scores(points):
 
 
 def test_zero_shot_not_testable_without_cells(points):
-    claim = msl.zero_shot_claim(SPECS["ue5m3_matches_ue4m3s_cloze"], "cloze", points, [], "e2m1", 16, BOOTSTRAP,
+    claim = msl.zero_shot_claim(SPECS["ue5m3_matches_ue4m3s_cloze"], "cloze", points, [], "e2m1", 16, EVIDENCE,
                                 SOURCES)
     assert claim.verdict == T
     assert claim.reason.startswith("no sweep point has both zero-shot cells")
@@ -390,7 +390,7 @@ def all_claims(points, planted, **overrides):
                                               crossovers=[crossover_row("ue4m3", 16, STAR)],
                                               points=resolved_points(0.001, 0.002)),
               "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells,
-              "data": data(planted, paths=True), "zero_shot": zero, "bootstrap": BOOTSTRAP,
+              "data": data(planted, paths=True), "zero_shot": zero, "evidence": EVIDENCE,
               "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "theory", "tensors", "zero_shot")}}
     return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
 

@@ -6,7 +6,7 @@ import json
 import matplotlib
 import pytest
 from msl_testing import (
-    BOOTSTRAP,
+    EVIDENCE,
     crossover_row,
     fit,
     gap_summary,
@@ -148,7 +148,7 @@ def sweep():
     zero = [zero_shot_record("m-c0.25", c, [1, 0, 1, 1], [0, 1, 0, 0])
             for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
     prereg = {"pair": [16, 32], "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}}
-    return sweep_summary("e2m1", points, prereg, cells, records, zero, BOOTSTRAP)
+    return sweep_summary("e2m1", points, prereg, cells, records, zero, EVIDENCE)
 
 
 def test_sweep_table(sweep):

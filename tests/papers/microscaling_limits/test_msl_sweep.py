@@ -1,13 +1,15 @@
 """The sweep: the moved linears from the transforms, the plan of cells per profile, the pre-registration from
 the configuration alone, the points' sigma, sweep steps, paired windows and the summary."""
 
+import json
 import math
 
 import numpy as np
 import pytest
-from msl_testing import BOOTSTRAP, ppl_record, raw_config, sweep_models, sweep_tensor_cell, zero_shot_record
+from msl_testing import EVIDENCE, ppl_record, raw_config, sweep_models, sweep_tensor_cell, zero_shot_record
 
 from common.theory import crossover
+from papers.microscaling_limits.__main__ import main
 from papers.microscaling_limits.settings import profile_config
 from papers.microscaling_limits.sweep import (
     grid_position,
@@ -127,7 +129,7 @@ def test_grid_position_refuses_a_bad_grid(grid):
 def test_windows_pair_the_cells_and_refuse_other_windows():
     a, b = ppl_record("m", "unquantized"), ppl_record("m", "e2m1-ue4m3-b16-weights", 0.05, 0.01)
     data = windows([a, b])
-    estimate = ratio_estimate(data, ("m", "e2m1-ue4m3-b16-weights"), ("m", "unquantized"), BOOTSTRAP)
+    estimate = ratio_estimate(data, ("m", "e2m1-ue4m3-b16-weights"), ("m", "unquantized"), EVIDENCE)
     assert estimate.value == pytest.approx(math.expm1(0.05))
     assert estimate.method == "paired bootstrap over 64 windows (1000 resamples, seed 0, percentile)"
     other = ppl_record("m", "e2m1-ue5m3-b16-weights")
@@ -154,7 +156,7 @@ def test_summary_rows_ratios_and_zero_shot():
                              ("e2m1-ue5m3-b16", 0.5))]
     zero = [zero_shot_record("m-c0.5", "e2m1-ue5m3-b16-weights", [1, 0, 1, 1], [0, 1, 0, 0])]
     prereg = {"pair": [16, 32], "crossover": {"ue4m3": 0.03, "ue5m3": None}}
-    out = sweep_summary("e2m1", points, prereg, cells, records, zero, BOOTSTRAP)
+    out = sweep_summary("e2m1", points, prereg, cells, records, zero, EVIDENCE)
     assert [p["model"] for p in out["points"]] == ["m-c1", "m-c0.5"]
     assert out["position"] == {"ue4m3": pytest.approx(math.log2(0.04 / 0.03)), "ue5m3": None}
     assert out["unquantized"]["m-c1"] == pytest.approx(math.exp(3.0))
@@ -167,3 +169,37 @@ def test_summary_rows_ratios_and_zero_shot():
                                  "block_size": 16, "examples": 4, "cloze": 0.75, "choice": 0.25}]
     assert out["wall_time_s"] == pytest.approx(8 * 0.5 + 0.25 + 2 * 1.5)
     assert np.isfinite(out["ratios"][1]["low"])
+
+
+def summary_argv(tmp_path, evidence):
+    """``python -m papers.microscaling_limits sweep-summary`` on two planted points written under ``tmp_path``."""
+    points = sweep_models([1.0, 0.5])
+    files = {"preregistered": {"pair": [16, 32], "crossover": {"ue4m3": 0.03, "ue5m3": None}},
+             "zero_shot": zero_shot_record("m-c0.5", "e2m1-ue5m3-b16-weights", [1, 0], [0, 1])}
+    files |= {f"tensors-{p['model']}": sweep_tensor_cell(p["model"], 0.04 * p["factor"]) for p in points}
+    files |= {f"{p['model']}-{cell}": ppl_record(p["model"], cell, lr, 0.01) for p in points for cell, lr in (
+        ("unquantized", 0.0), ("e2m1-ue4m3-b16-weights", 0.25), ("e2m1-ue4m3-b32-weights", 0.125))}
+    for name, content in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+
+    def paths(prefix):
+        return [str(tmp_path / f"{name}.json") for name in files if name.startswith(prefix)]
+
+    config = {"element": "e2m1", "points": points}
+    return ["sweep-summary", "--config-json", json.dumps(config), "--evidence-json", json.dumps(evidence),
+            "--preregistered", *paths("preregistered"), "--tensors", *paths("tensors-"), "--cells", *paths("m-c"),
+            "--zero-shot", *paths("zero_shot"), "--out", str(tmp_path / "summary.json")]
+
+
+def test_summary_step_reads_the_evidence_settings(tmp_path):
+    assert main(summary_argv(tmp_path, {"level": 0.9, "resamples": 1000, "seed": 3})) == 0
+    ratios = json.loads((tmp_path / "summary.json").read_text())["ratios"]
+    assert [r["model"] for r in ratios] == ["m-c1", "m-c0.5"]
+    assert {r["level"] for r in ratios} == {0.9}
+    assert {r["method"] for r in ratios} == {"paired bootstrap over 64 windows (1000 resamples, seed 3, percentile)"}
+
+
+def test_summary_step_names_bad_evidence_settings(tmp_path, capsys):
+    assert main(summary_argv(tmp_path, {"level": 0.95, "resamples": 100, "seed": 0})) == 2
+    assert "evidence resamples must be an integer >= 1000, got 100" in capsys.readouterr().err
+    assert not (tmp_path / "summary.json").exists()
