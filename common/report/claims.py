@@ -59,10 +59,11 @@ class Prediction:
             raise ValueError(f"an equivalence margin must be positive, got {self.threshold}")
 
     def describe(self) -> str:
-        """The prediction as one line, e.g. ``statistic > 0`` or ``|statistic| < 0.01``."""
+        """The prediction as one line, e.g. ``statistic > 0`` or ``statistic within $\\pm 0.01$`` (an
+        equivalence margin)."""
         t = f"{self.threshold:g}"
         if self.direction == "within":
-            return f"|{self.statistic}| < {t}"
+            return f"{self.statistic} within $\\pm {t}$"
         return f"{self.statistic} {'>' if self.direction == 'above' else '<'} {t}"
 
     def verdict(self, estimate: Estimate | None) -> str:

@@ -57,6 +57,8 @@ def test_specs_from_config_name_their_errors():
     assert spec.prediction == Prediction("relative change of the block-4 gap", "below", -0.3,
                                          "about half the paper's -63%")
     assert spec.prediction.describe() == "relative change of the block-4 gap < -0.3"
+    assert Prediction("d", "within", 0.01, "s").describe() == "d within $\\pm 0.01$"
+    assert Prediction("d", "above", 0.0, "s").describe() == "d > 0"
     with pytest.raises(ValueError, match=r"claims\.c: missing \['source'\], unknown \['sauce'\]"):
         claim_specs({"c": {**{k: v for k, v in SPEC.items() if k != "source"}, "sauce": "x"}})
     with pytest.raises(ValueError, match=r"claims\.c: prediction direction 'up'"):

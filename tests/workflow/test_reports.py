@@ -1,10 +1,11 @@
 """End to end, every report of the session's smoke build (``conftest.py``): the HTML is self-contained (no
 network address in any src/href, figures embedded), every claim row carries a computed verdict, the checksums
 verify, the index links it, Snakemake's workflow report works offline, and the paper's exploration notebook
-executes headless against the artifacts."""
+executes headless against the artifacts, and the LaTeX compiles with no overfull box in the claims table."""
 
 import json
 import re
+import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -13,7 +14,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from common.report import VERDICTS, Claim
+from common.report import VERDICTS, Claim, build_pdf
+from common.report.render import overfull_boxes
 
 pytestmark = pytest.mark.slow
 PAPERS = sorted(p.parent.name for p in (Path(__file__).resolve().parents[2] / "papers").glob("*/rules.smk"))
@@ -113,3 +115,19 @@ def test_snakemake_workflow_report_is_offline(smoke_build, run_snakemake, paper)
     assert done.returncode == 0, done.stderr[-2000:]
     html = out.read_text(encoding="utf-8")
     assert re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.IGNORECASE) is None
+
+
+@pytest.mark.skipif(shutil.which("latexmk") is None, reason="latexmk is not installed")
+@pytest.mark.parametrize("paper", PAPERS)
+def test_latex_compiles_without_overfull_boxes_in_the_claims_table(smoke_build, paper, tmp_path):
+    tex = smoke_build / f"reports/{paper}.tex"
+    build_pdf(tex, log=tmp_path / "latex.log")  # a LaTeX error raises, naming it
+    lines = tex.read_text(encoding="utf-8").splitlines()
+    start = lines.index("\\section*{Claims}") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("\\end{longtable}")) + 1
+    inside = []
+    for box in overfull_boxes((tmp_path / "latex.log").read_text()):
+        span = re.search(r"at lines (\d+)--(\d+)", box)
+        if span and start <= int(span[1]) and int(span[2]) <= end:
+            inside.append(box)
+    assert inside == [], f"overfull boxes in the claims table of reports/{paper}.tex (lines {start}-{end})"
