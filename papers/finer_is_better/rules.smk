@@ -75,7 +75,7 @@ rule fib_ptq_cells:
         model=model_dir,
         split=f"data/corpora/{FIB_CORPUS}/{FIB['model']['split']}.jsonl",
     output:
-        expand(FIB_DIR + "/ptq/{{model}}/{{operands}}/{cell}.json", cell=fib_cells(FIB, "model")),
+        expand(f"{FIB_DIR}/ptq/{{{{model}}}}/{{{{operands}}}}/{{cell}}.json", cell=fib_cells(FIB, "model")),
     log:
         "logs/finer_is_better/ptq/{model}/{operands}.log",
     wildcard_constraints:
