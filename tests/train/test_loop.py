@@ -130,8 +130,11 @@ def test_ddp_two_processes_match_one(tmp_path):
     config = TrainConfig(max_steps=6, seq_len=16, micro_batch_size=2, grad_accum=4, lr=3e-3, warmup_steps=2,
                          progress=False)
     train(model, tokens, config, tmp_path / "single")
+    # The gradients agree to float32 rounding only (gloo averages two half-sums, one process sums four quarters),
+    # and Adam's g / sqrt(v) carries an ulp of an almost-zero gradient into a full-size step: after 6 steps at
+    # lr 3e-3 the largest difference seen is 1.1e-6 (of up to 0.018 a weight moves), so atol 5e-6
     for name, value in model.state_dict().items():
-        torch.testing.assert_close(ddp_weights[name], value, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(ddp_weights[name], value, rtol=1e-5, atol=5e-6, msg=name)
     ddp_log = read_log(tmp_path / "run" / "train_log.csv")
     single_log = read_log(tmp_path / "single" / "train_log.csv")
     for a, b in zip(ddp_log, single_log, strict=True):
