@@ -169,7 +169,7 @@ def equivalence_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data
     keys = [((p["model"], cell_name(element, "ue5m3", block_size, weights_only)),
              (p["model"], cell_name(element, "ue4m3s", block_size, weights_only))) for p in points]
     estimate = _max_over(data, keys, True, evidence)
-    detail = f"ppl_UE5M3/ppl_UE4M3-S - 1 at block {block_size}: " + ", ".join(
+    detail = f"ppl(UE5M3) / ppl(UE4M3-S) - 1 at block {block_size}: " + ", ".join(
         f"{_point(p)} {_pct(ratio_estimate(data, a, b, evidence).value)}"
         for p, (a, b) in zip(points, keys, strict=True))
     return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
