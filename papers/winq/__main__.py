@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, require_paths, run_step, step_parser
+from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -73,7 +73,6 @@ def figure(args: argparse.Namespace) -> None:
 def claims(args: argparse.Namespace) -> None:
     from common.ptq.checkpoint import QUANT_CONFIG_FILE
     from common.report import claim_specs, claims_document
-    from common.uncertainty import Evidence
 
     from .claims import Study, study_checks, study_claims
 
@@ -83,7 +82,7 @@ def claims(args: argparse.Namespace) -> None:
                   quantized={Path(p).name: read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
                   summary_path=args.summary, evaluation_paths=evaluations)
     rows = study_claims(claim_specs(config["claims"]), study,
-                        Evidence.from_dict(json_object(args.evidence_json, "--evidence-json")), config["settings"])
+                        evidence_settings(args), config["settings"])
     write_json(args.out, claims_document(rows, study_checks(study)))
 
 
