@@ -4,7 +4,9 @@ Fact sheet ``papers/winq``. WinQ trains a model quantized with the ParetoQ quant
 :mod:`common.qat.lowbit` and adds two components:
 
 - Interpolation (re-initialization), :class:`WinQ`: after the optimizer step of every step ``s`` (0-based) with
-  ``s > 0`` and ``s % K == 0``, every quantized layer's latent weight moves toward its quantized value::
+  ``(s + 1) % K == 0``, i.e. after optimizer steps ``K, 2K, ...`` counted from 1 (the authors' callback tests the
+  trainer's global step after its increment), the last step of a run of ``N`` steps included when ``K`` divides
+  ``N``: ``N // K`` interpolations. Every quantized layer's latent weight moves toward its quantized value::
 
       W <- (1 - a) W + a Q_eff(W),      a = 0.8 (the authors' code: W <- 0.2 W + 0.8 Q(W))
 
@@ -43,12 +45,15 @@ def interpolate_toward(weight: torch.Tensor, target: torch.Tensor, strength: flo
 
 
 def winq_step(step: int, every: int) -> bool:
-    """Whether 0-based optimizer step ``step`` interpolates: ``step > 0`` and ``step % every == 0``."""
-    return step > 0 and step % every == 0
+    """Whether 0-based optimizer step ``step`` interpolates (after its optimizer step): ``(step + 1) % every == 0``,
+    i.e. after the ``every``-th, ``2 every``-th, ... optimizer step counted from 1 (the authors' callback fires on
+    the trainer's global step after its increment), so ``max_steps // every`` times in a run, the last step
+    included when ``every`` divides ``max_steps``."""
+    return (step + 1) % every == 0
 
 
 class WinQ(Hooks):
-    """Interpolate every quantized latent weight ``every`` optimizer steps (module docstring)."""
+    """Interpolate every quantized latent weight after every ``every``-th optimizer step (:func:`winq_step`)."""
 
     def __init__(self, handle: LowBitHandle, every: int, strength: float = WINQ_STRENGTH) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
