@@ -33,6 +33,15 @@ settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.ya
 * :func:`t_interval` -- over seeds (a trained quantity, one value per seed; paired differences are formed by the
   caller, seed by seed): ``mean +- t_{(1+level)/2, n-1} * sd / sqrt(n)`` with the ``n - 1`` sample sd, as
   ``scipy.stats.t.interval``.
+* :func:`seed_interval` -- a paired statistic of trained models over ``n`` seeds, combined with the evaluation
+  sampling the seeds share: ``d_s`` per seed (the two models of seed ``s`` share its data order and noise), the
+  estimate ``d = mean_s d_s``, and ``d +- t_{(1+level)/2, n-1} * sqrt(sd^2 / n + se_w^2)`` with ``sd`` the ``n - 1``
+  sample sd of the ``d_s`` (training variation) and ``se_w`` the standard error of ``d`` from a bootstrap over the
+  evaluation units every seed was scored on (``shared``: the paired bootstrap of the seed mean, resampling the
+  same windows / examples for every seed, so its spread is the evaluation sampling of ``d``; its interval's
+  half-width over ``z_{(1+level)/2}``). Without ``shared`` (trajectory statistics: each seed's steps are its own,
+  so ``sd`` holds their variation) it is :func:`t_interval`. One seed gives ``shared`` alone, labelled as lacking
+  seed-to-seed variation.
 * :func:`exact` -- a quantity without sampling error (a deterministic computation): the interval is the point.
 """
 
@@ -282,6 +291,35 @@ def t_interval(values: Sequence[float] | np.ndarray, *, level: float = LEVEL, un
     mean = float(x.mean())
     half = float(stats.t.ppf((1 + level) / 2, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return Estimate(mean, mean - half, mean + half, f"t-interval over {x.size} {unit}", level)
+
+
+def seed_interval(per_seed: Sequence[float] | np.ndarray, shared: Estimate | None = None, *, level: float = LEVEL
+                  ) -> Estimate:
+    """The seed mean of ``per_seed`` with its interval over seeds, widened by the shared evaluation sampling
+    ``shared`` (the bootstrap :class:`Estimate` of the seed mean; module docstring). One seed: ``shared`` itself,
+    its method marked "1 seed" (ValueError without it); ValueError for non-finite values or a ``shared`` whose value
+    is not the seed mean (1e-9 relative: it must be the bootstrap of the same statistic)."""
+    _check_level(level)
+    x = np.asarray(per_seed, dtype=np.float64)
+    if x.ndim != 1 or x.size < 1 or not np.isfinite(x).all():
+        raise ValueError(f"seed_interval needs finite per-seed values, got {x.tolist()}")
+    mean = float(x.mean())
+    if shared is not None and not math.isclose(shared.value, mean, rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"the shared estimate {shared.value!r} is not the mean {mean!r} of the per-seed values")
+    if x.size == 1:
+        if shared is None:
+            raise ValueError("one seed and no shared evaluation interval: nothing to make an interval from")
+        return Estimate(mean, shared.low, shared.high, f"{shared.method}; 1 seed: no seed-to-seed variation",
+                        shared.level)
+    if shared is None:
+        return t_interval(x, level=level)
+    z = float(stats.norm.ppf((1 + shared.level) / 2))
+    within = (shared.high - shared.low) / (2 * z)
+    se = math.sqrt(float(x.var(ddof=1)) / x.size + within**2)
+    half = float(stats.t.ppf((1 + level) / 2, x.size - 1)) * se
+    return Estimate(mean, mean - half, mean + half,
+                    f"t-interval over {x.size} seeds (paired by seed), widened by the evaluation sampling the seeds "
+                    f"share ({shared.method})", level)
 
 
 def exact(value: float, method: str = "exact (no sampling error)") -> Estimate:

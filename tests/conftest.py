@@ -1,8 +1,14 @@
 """Shared test configuration: deterministic hypothesis profile (no flaky deadlines on a busy 2-core machine)."""
 
 import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent / "papers"))  # paper_testing: the one tiny model setup of every test
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -11,3 +17,13 @@ settings.register_profile(
     "lowbit", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow], max_examples=100
 )
 settings.load_profile("lowbit")
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """The papers' tiny setup (``tests/papers/paper_testing.build_tiny_setup``) for any test: ``.model`` (a
+    ``smoke`` checkpoint folder), ``.train`` and ``.valid`` (JSONL splits)."""
+    from paper_testing import build_tiny_setup
+
+    root = build_tiny_setup(tmp_path_factory.mktemp("tiny"))
+    return SimpleNamespace(model=root / "base", train=root / "train.jsonl", valid=root / "valid.jsonl")

@@ -1,12 +1,17 @@
 """Files of a low-bit QAT checkpoint (ParetoQ quantizers, :mod:`common.qat.lowbit`) and the trained model they hold.
 
-A low-bit QAT checkpoint folder (written by ``papers.winq.run.winq_run``) is a plain HF checkpoint of the *latent*
-weights (:func:`common.models.save_checkpoint`) plus
+A low-bit QAT checkpoint folder (written by :func:`common.qat.run.qat_run` with a :class:`LowBitAttachment`, e.g.
+``papers.winq.run.winq_run``) is a plain HF checkpoint of the *latent* weights (:func:`common.models.save_checkpoint`)
+plus
 
 * ``lowbit_scales.safetensors`` (:data:`SCALES_FILE`): the learned scales, one float32 tensor ``<module name>.alpha``
   (out x 1) per quantized layer (:func:`lowbit_scales`, :func:`save_lowbit_scales`);
-* ``lowbit_metadata.json`` (:data:`METADATA_FILE`, written by ``save_checkpoint``) with a ``qat`` record: ``bits``,
-  ``activation_bits``, ``hadamard``, ``layers`` (and the run's method settings).
+* ``lowbit_metadata.json`` (:data:`METADATA_FILE`, written by ``save_checkpoint``) with a ``qat`` record
+  (:func:`lowbit_record`): ``format_version`` (:data:`LOWBIT_RECORD_VERSION`), ``bits``, ``activation_bits``,
+  ``hadamard``, ``layers``, and the run's method settings after them.
+
+Versions: this writer writes record version 1; the reader reads :data:`READABLE_RECORD_VERSIONS` and refuses a
+record without a version (written before versioning) or of another version, naming it.
 
 :func:`load_lowbit_model` re-attaches the quantizers with these scales, so the effective weights ``Q(W)`` are
 exactly those at the end of training.
@@ -24,12 +29,50 @@ from safetensors.torch import load_file, save_file
 
 from common.io import atomic_path, read_json
 from common.models import METADATA_FILE, load_model
+from common.train import Hooks
 
 from .lowbit import LowBitHandle, attach_lowbit
+from .run import Attachment
 
 SCALES_FILE = "lowbit_scales.safetensors"
-__all__ = ["METADATA_FILE", "SCALES_FILE", "load_lowbit_model", "lowbit_scales", "read_lowbit_record",
-           "save_lowbit_scales"]
+LOWBIT_RECORD_VERSION = 1
+READABLE_RECORD_VERSIONS = (1,)
+RECORD_FIELDS = ("format_version", "bits", "activation_bits", "hadamard", "layers")  # what the reader needs
+__all__ = ["LOWBIT_RECORD_VERSION", "METADATA_FILE", "READABLE_RECORD_VERSIONS", "SCALES_FILE", "LowBitAttachment",
+           "load_lowbit_model", "lowbit_record", "lowbit_scales", "read_lowbit_record", "save_lowbit_scales"]
+
+
+def lowbit_record(handle: LowBitHandle, **method: Any) -> dict[str, Any]:
+    """The checkpoint's ``qat`` record of ``handle``: :data:`RECORD_FIELDS` (``format_version`` =
+    :data:`LOWBIT_RECORD_VERSION`, the handle's bits, activation bits, Hadamard flag and layers), then the method's
+    settings ``method`` (JSON values; they may not redefine a record field)."""
+    clash = sorted(set(method) & set(RECORD_FIELDS))
+    if clash:
+        raise ValueError(f"method setting {clash[0]!r} would overwrite a low-bit record field")
+    return {"format_version": LOWBIT_RECORD_VERSION, "bits": handle.bits, "activation_bits": handle.activation_bits,
+            "hadamard": handle.hadamard, "layers": list(handle.names), **method}
+
+
+class LowBitAttachment(Attachment):
+    """A low-bit QAT method for :func:`common.qat.run.qat_run`: ``handle`` (:func:`attach_lowbit`), its training
+    ``hooks`` and the record (:func:`lowbit_record`). After training it keeps the learned scales, removes the
+    quantizers and writes :data:`SCALES_FILE` into the checkpoint, so :func:`load_lowbit_model` rebuilds ``Q(W)``
+    exactly."""
+
+    def __init__(self, handle: LowBitHandle, hooks: Hooks | None = None, **method: Any) -> None:
+        super().__init__(lowbit_record(handle, **method), hooks)
+        self.handle = handle
+        self._scales: dict[str, torch.Tensor] = {}
+
+    def finish(self, run_dir: Path) -> dict[str, Any]:
+        self._scales = lowbit_scales(self.handle)
+        return {}
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+    def save(self, out: Path) -> None:
+        save_lowbit_scales(self._scales, out)
 
 
 def lowbit_scales(handle: LowBitHandle) -> dict[str, torch.Tensor]:
@@ -49,7 +92,8 @@ def save_lowbit_scales(scales: Mapping[str, torch.Tensor], folder: str | os.Path
 
 def read_lowbit_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``qat`` record of the low-bit QAT checkpoint ``folder``; ValueError naming the folder when it has no
-    :data:`SCALES_FILE` or its :data:`METADATA_FILE` has no ``qat`` record with ``bits``."""
+    :data:`SCALES_FILE`, its :data:`METADATA_FILE` has no ``qat`` record with ``bits``, or the record's
+    ``format_version`` is missing or not in :data:`READABLE_RECORD_VERSIONS`."""
     folder = Path(folder)
     if not (folder / SCALES_FILE).is_file():
         raise ValueError(f"{str(folder)!r} is not a low-bit QAT checkpoint: no {SCALES_FILE}")
@@ -57,6 +101,13 @@ def read_lowbit_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
     qat = metadata.get("qat")
     if not qat or "bits" not in qat:
         raise ValueError(f"{str(folder / METADATA_FILE)!r} has no low-bit QAT record ('qat' with 'bits')")
+    if qat.get("format_version") not in READABLE_RECORD_VERSIONS:
+        raise ValueError(f"{str(folder / METADATA_FILE)!r}: low-bit QAT record version {qat.get('format_version')!r};"
+                         f" this reader reads versions {', '.join(map(str, READABLE_RECORD_VERSIONS))} (a record "
+                         "without one predates versioning: retrain or rewrite it)")
+    missing = [field for field in RECORD_FIELDS if field not in qat]
+    if missing:
+        raise ValueError(f"{str(folder / METADATA_FILE)!r}: the low-bit QAT record lacks {missing[0]!r}")
     return qat
 
 

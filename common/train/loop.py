@@ -23,6 +23,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -203,12 +204,15 @@ def _truncate_log(path: Path, fields_: tuple[str, ...], last_step: int) -> None:
 
 def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfig, run_dir: str | Path, *,
           val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None,
-          stale_checkpoint: str = "error") -> dict[str, Any]:
+          stale_checkpoint: str = "error", record: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train ``model`` in place; logs and checkpoints go to ``run_dir``. Returns a summary dict.
 
-    A ``run_dir/checkpoint.pt`` from an earlier run with the same config is resumed from. One written by another
-    configuration (or world size) is a ValueError with ``stale_checkpoint="error"`` and is ignored (the run starts
-    over and replaces it) with ``"restart"``, e.g. for a pipeline step whose parameters changed.
+    A ``run_dir/checkpoint.pt`` from an earlier run with the same config, world size and ``record`` is resumed
+    from. ``record`` is what else defines the run beyond the :class:`TrainConfig` (JSON-like, e.g. a QAT method's
+    settings: two runs of one config with other quantizers must not resume each other); it is stored in the
+    checkpoint and compared as a whole. A checkpoint written by another configuration, world size or record is
+    stale: a ValueError with ``stale_checkpoint="error"``, ignored (the run starts over and replaces it) with
+    ``"restart"``, e.g. for a pipeline step whose parameters changed.
     """
     if stale_checkpoint not in ("error", "restart"):
         raise ValueError(f"stale_checkpoint must be 'error' or 'restart', got {stale_checkpoint!r}")
@@ -224,10 +228,12 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfi
     checkpoint_path = run_dir / "checkpoint.pt"
     start_step = 0
     state = torch.load(checkpoint_path, map_location=device, weights_only=False) if checkpoint_path.exists() else None
-    if state is not None and (state["config"] != asdict(config) or state["world_size"] != world):
+    record = dict(record or {})
+    if state is not None and (state["config"] != asdict(config) or state["world_size"] != world
+                              or state.get("record", {}) != record):
         if stale_checkpoint == "error":
-            raise ValueError(f"checkpoint {checkpoint_path} was written by another configuration; remove it "
-                             "to start over")
+            raise ValueError(f"checkpoint {checkpoint_path} was written by another configuration (training config, "
+                             "world size or run record); remove it to start over")
         state = None
     if state is not None:
         model.load_state_dict(state["model"])
@@ -292,7 +298,7 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfi
             if rank == 0:
                 _append_row(run_dir / "eval_log.csv", EVAL_LOG_FIELDS, {"step": step, **metrics})
         if config.checkpoint_every and done % config.checkpoint_every == 0 and done < config.max_steps:
-            _save_checkpoint(checkpoint_path, model, optimizer, hooks, config, done, world, rank)
+            _save_checkpoint(checkpoint_path, model, optimizer, hooks, config, done, world, rank, record)
     if progress is not None:
         progress.close()
     if rank == 0:
@@ -312,10 +318,10 @@ def _append_row(path: Path, fields_: tuple[str, ...], row: dict[str, Any]) -> No
 
 
 def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, hooks: Hooks,
-                     config: TrainConfig, step: int, world: int, rank: int) -> None:
+                     config: TrainConfig, step: int, world: int, rank: int, record: dict[str, Any]) -> None:
     if rank != 0:
         return
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "hooks": hooks.state_dict(),
-             "rng": _rng_state(), "step": step, "config": asdict(config), "world_size": world}
+             "rng": _rng_state(), "step": step, "config": asdict(config), "world_size": world, "record": record}
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

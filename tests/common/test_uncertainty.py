@@ -313,3 +313,29 @@ def test_block_bootstrap_refuses_bad_columns(data, message):
 def test_block_bootstrap_refuses_a_bad_level():
     with pytest.raises(ValueError, match=r"level must be in \(0, 1\), got 0"):
         block_bootstrap(columns([1.0, 2.0]), mean, resamples=1000, seed=0, level=0)
+
+
+def test_seed_interval_combines_seed_and_shared_sampling():
+    from common.uncertainty import seed_interval
+
+    values = [0.01, 0.03, 0.02]
+    # no shared sampling: exactly the t-interval over seeds (scipy)
+    plain = seed_interval(values)
+    low, high = stats.t.interval(0.95, 2, loc=0.02, scale=np.std(values, ddof=1) / np.sqrt(3))
+    assert plain.value == pytest.approx(0.02) and (plain.low, plain.high) == (pytest.approx(low), pytest.approx(high))
+    # a shared bootstrap interval of half-width z * 0.005 adds se_w = 0.005 in quadrature
+    z = stats.norm.ppf(0.975)
+    shared = Estimate(0.02, 0.02 - z * 0.005, 0.02 + z * 0.005, "paired bootstrap", 0.95)
+    combined = seed_interval(values, shared)
+    half = stats.t.ppf(0.975, 2) * np.sqrt(np.var(values, ddof=1) / 3 + 0.005**2)
+    assert (combined.low, combined.high) == (pytest.approx(0.02 - half), pytest.approx(0.02 + half))
+    assert combined.method.startswith("t-interval over 3 seeds (paired by seed), widened")
+    # one seed: the shared interval alone, marked
+    single = seed_interval([0.02], shared)
+    assert (single.low, single.high) == (shared.low, shared.high) and "1 seed" in single.method
+    with pytest.raises(ValueError, match="one seed and no shared"):
+        seed_interval([0.02])
+    with pytest.raises(ValueError, match="is not the mean"):
+        seed_interval([0.0, 0.1], shared)
+    with pytest.raises(ValueError, match="finite per-seed values"):
+        seed_interval([0.0, float("nan")])

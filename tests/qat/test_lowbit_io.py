@@ -9,8 +9,10 @@ from torch import nn
 
 from common.qat import attach_lowbit
 from common.qat.lowbit_io import (
+    LOWBIT_RECORD_VERSION,
     METADATA_FILE,
     SCALES_FILE,
+    lowbit_record,
     lowbit_scales,
     read_lowbit_record,
     save_lowbit_scales,
@@ -42,4 +44,26 @@ def test_read_lowbit_record_names_what_is_missing(tmp_path):
         read_lowbit_record(tmp_path)
     qat = {"bits": 4, "activation_bits": None, "hadamard": False, "layers": ["0"]}
     (tmp_path / METADATA_FILE).write_text(json.dumps({"qat": qat}))
-    assert read_lowbit_record(tmp_path) == qat
+    with pytest.raises(ValueError, match=r"record version None; this reader reads versions 1 \(a record without"):
+        read_lowbit_record(tmp_path)
+    (tmp_path / METADATA_FILE).write_text(json.dumps({"qat": {**qat, "format_version": 2}}))
+    with pytest.raises(ValueError, match=r"record version 2; this reader reads versions 1"):
+        read_lowbit_record(tmp_path)
+    del qat["layers"]
+    (tmp_path / METADATA_FILE).write_text(json.dumps({"qat": {**qat, "format_version": 1}}))
+    with pytest.raises(ValueError, match=r"the low-bit QAT record lacks 'layers'"):
+        read_lowbit_record(tmp_path)
+    record = {**qat, "layers": ["0"], "format_version": 1, "method": "winq"}
+    (tmp_path / METADATA_FILE).write_text(json.dumps({"qat": record}))
+    assert read_lowbit_record(tmp_path) == record
+
+
+def test_lowbit_record_is_versioned_and_keeps_its_fields():
+    model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 3))
+    handle = attach_lowbit(model, ["1"], 1.58, activation_bits=8)
+    assert lowbit_record(handle, method="noise", noise_sigma=1e-3) == {
+        "format_version": LOWBIT_RECORD_VERSION, "bits": 1.58, "activation_bits": 8, "hadamard": False,
+        "layers": ["1"], "method": "noise", "noise_sigma": 1e-3}
+    assert LOWBIT_RECORD_VERSION == 1
+    with pytest.raises(ValueError, match="method setting 'bits' would overwrite a low-bit record field"):
+        lowbit_record(handle, bits=2)

@@ -119,6 +119,25 @@ def test_stale_checkpoint_restart_starts_over(tmp_path):
         train(fresh, tokens, other, tmp_path / "x", stale_checkpoint="keep")
 
 
+def test_checkpoint_of_another_record_is_stale(tmp_path):
+    """Same TrainConfig, another run record (e.g. other QAT settings): refused, or started over with "restart";
+    the same record resumes."""
+    config = TrainConfig(max_steps=6, seq_len=16, micro_batch_size=2, checkpoint_every=2, progress=False)
+    _, tokens, model = tiny_setup()
+    with pytest.raises(KeyboardInterrupt):
+        train(model, tokens, config, tmp_path, hooks=Crash(at_step=3), record={"method": "a"})
+    with pytest.raises(ValueError, match="run record"):
+        train(model, tokens, config, tmp_path, record={"method": "b"})
+    with pytest.raises(ValueError, match="run record"):
+        train(model, tokens, config, tmp_path)
+    _, _, resumed = tiny_setup()
+    assert train(resumed, tokens, config, tmp_path, record={"method": "a"})["resumed_from"] == 2
+    with pytest.raises(KeyboardInterrupt):
+        train(model, tokens, config, tmp_path / "b", hooks=Crash(at_step=3), record={"method": "a"})
+    assert train(model, tokens, config, tmp_path / "b", stale_checkpoint="restart",
+                 record={"method": "b"})["resumed_from"] == 0
+
+
 @pytest.mark.slow
 def test_ddp_two_processes_match_one(tmp_path):
     worker = Path(__file__).parent / "ddp_worker.py"

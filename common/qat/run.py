@@ -1,0 +1,114 @@
+"""One QAT run skeleton for every QAT method of the project (W8A8 delayed scaling, low-bit ParetoQ/WinQ).
+
+A run trains a pretrained checkpoint further with quantizers attached and leaves a checkpoint of the *latent*
+(unquantized) weights; quantizing that checkpoint is a later step (``common.ptq``). The skeleton::
+
+    model, tokenizer = load_model(init)
+    attachment = attach(model)              # the method: quantizers on the model, its hooks, its record
+    write run_dir/qat.json = attachment.record
+    train(model, tokens, config, run_dir, hooks=attachment.hooks, record=attachment.record,
+          stale_checkpoint="restart")       # resumes a checkpoint of the same config AND record, else starts over
+    extra = attachment.finish(run_dir)      # quantizers still attached: telemetry, learned scales, counts
+    attachment.remove()                     # the latent weights stay in the layers
+    save_checkpoint(model, tokenizer, out, metadata)
+    attachment.save(out)                    # the method's own files in the checkpoint folder
+
+``metadata`` (``out/lowbit_metadata.json``) holds ``init``, ``train_split``, ``train_tokens``, ``parameters`` (of the
+saved model), ``training`` (:func:`common.train.train`'s summary: steps, tokens, seconds, the whole
+:class:`TrainConfig`, its ``seed`` included) and ``qat`` = ``{**attachment.record, **extra}``.
+
+Resume: the training loop stores the record in its checkpoint and resumes only a checkpoint of the same
+:class:`TrainConfig`, world size and record (``stale_checkpoint="restart"``: another one is ignored and replaced),
+so a changed QAT setting (an observer, a bit width, the noise) never continues another run's weights, and a
+killed run ends with the weights of an uninterrupted one (the hooks' state travels in the checkpoint).
+
+The seed of a run is ``config.seed``: it fixes the data order (:class:`common.train.SequenceSampler`), the torch
+generator at the start (initialisation of anything new) and, by the methods' convention, their noise. Seeds are a
+level of every training cell's path, ``<run>/seed<k>`` (:func:`seed_cell`, :func:`parse_seed_cell`), e.g.
+``results/models/trained/winq/w2-winq/seed1``, and of everything made from it (its logs, quantized checkpoint and
+evaluations), so two seeds of one run are two file targets and a claim pairs runs by seed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from common.data import read_jsonl, token_stream
+from common.io import write_json
+from common.models import count_parameters, load_model, save_checkpoint
+from common.train import Hooks, TrainConfig, train
+
+QAT_RECORD_FILE = "qat.json"
+SEED_CELL = re.compile(r"seed(?P<seed>0|[1-9][0-9]*)")
+
+
+def seed_cell(run: str, seed: int) -> str:
+    """The path of seed ``seed`` of run ``run`` below a paper's folder: ``<run>/seed<seed>``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"a seed is an integer >= 0, got {seed!r}")
+    return f"{run}/seed{seed}"
+
+
+def parse_seed_cell(path: str | os.PathLike[str], depth: int = 0) -> tuple[str, int]:
+    """``(run, seed)`` of a path whose parts ``..., <run>, seed<k>`` end ``depth`` parts before its end (``depth=1``
+    for a file in the cell's folder, ``.../<run>/seed<k>/train_log.csv``). ValueError naming a path without a seed
+    level there."""
+    parts = Path(path).parts
+    if len(parts) < depth + 2 or not SEED_CELL.fullmatch(parts[len(parts) - depth - 1]):
+        raise ValueError(f"{str(path)!r} has no <run>/seed<k> cell {depth} parts before its end")
+    return parts[len(parts) - depth - 2], int(parts[len(parts) - depth - 1][4:])
+
+
+class Attachment:
+    """What a QAT method attached to a model: its training ``hooks``, its ``record`` (JSON-like settings: what the
+    run did, compared on resume), and three steps the skeleton calls after training (module docstring). The base
+    class is the unquantized run: no hooks, nothing to finish, remove or save."""
+
+    def __init__(self, record: Mapping[str, Any], hooks: Hooks | None = None) -> None:
+        self.record = dict(record)
+        self.hooks = hooks or Hooks()
+
+    def finish(self, run_dir: Path) -> dict[str, Any]:
+        """After training, quantizers still attached: write the method's run artifacts into ``run_dir`` and return
+        entries added to the checkpoint's ``qat`` record."""
+        return {}
+
+    def remove(self) -> None:
+        """Detach the quantizers; the model keeps its latent weights."""
+
+    def save(self, out: Path) -> None:
+        """The method's own files in the saved checkpoint folder ``out`` (after ``save_checkpoint``, which writes
+        the folder whole)."""
+
+
+def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
+            validation_split: str | os.PathLike[str] | None, config: TrainConfig, run_dir: str | os.PathLike[str],
+            out: str | os.PathLike[str], attach: Callable[[nn.Module], Attachment]) -> dict[str, Any]:
+    """Train one QAT run (module docstring) of ``init`` on ``train_split`` (JSONL documents), the validation curve
+    on ``validation_split`` (None: no curve); returns the metadata written to ``out/lowbit_metadata.json``.
+    ValueError naming a missing split before anything is loaded."""
+    for flag, path in (("train split", train_split), ("validation split", validation_split)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"no {flag} at {str(path)!r}")
+    model, tokenizer = load_model(init)
+    train_tokens = token_stream(tokenizer, read_jsonl(train_split))
+    val_tokens = token_stream(tokenizer, read_jsonl(validation_split)) if validation_split else None
+    attachment = attach(model)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / QAT_RECORD_FILE, attachment.record)
+    summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=attachment.hooks,
+                    stale_checkpoint="restart", record=attachment.record)
+    extra = attachment.finish(run_dir)
+    attachment.remove()
+    metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),
+                "parameters": count_parameters(model), "training": summary, "qat": {**attachment.record, **extra}}
+    save_checkpoint(model.cpu(), tokenizer, out, metadata)
+    attachment.save(Path(out))
+    return metadata

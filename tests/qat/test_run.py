@@ -1,0 +1,69 @@
+"""The QAT run skeleton (common.qat.run): seed cells and the attachment protocol on a real training run."""
+
+import pytest
+import torch
+
+from common.qat.lowbit import attach_lowbit
+from common.qat.lowbit_io import LowBitAttachment, load_lowbit_model, read_lowbit_record
+from common.qat.run import QAT_RECORD_FILE, Attachment, parse_seed_cell, qat_run, seed_cell
+from common.io import read_json
+from common.train import TrainConfig
+
+
+def test_seed_cells_round_trip_and_name_bad_paths():
+    assert seed_cell("w2-winq", 1) == "w2-winq/seed1"
+    assert parse_seed_cell("results/models/trained/winq/w2-winq/seed1") == ("w2-winq", 1)
+    assert parse_seed_cell("results/winq/runs/w2-winq/seed12/train_log.csv", depth=1) == ("w2-winq", 12)
+    with pytest.raises(ValueError, match=r"'results/winq/w2-winq' has no <run>/seed<k> cell 0 parts"):
+        parse_seed_cell("results/winq/w2-winq")
+    with pytest.raises(ValueError, match="no <run>/seed<k> cell"):
+        parse_seed_cell("a/run/seed01")
+    with pytest.raises(ValueError, match="a seed is an integer >= 0, got -1"):
+        seed_cell("run", -1)
+
+
+class Recording(Attachment):
+    def __init__(self):
+        super().__init__({"method": "none"})
+        self.calls = []
+
+    def finish(self, run_dir):
+        self.calls.append(("finish", run_dir.name))
+        return {"extra": 3}
+
+    def remove(self):
+        self.calls.append(("remove",))
+
+    def save(self, out):
+        self.calls.append(("save", (out / "config.json").is_file()))
+
+
+def test_qat_run_calls_the_attachment_in_order_and_records_it(tiny_checkpoint, tmp_path):
+    attachment = Recording()
+    config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False, seed=3)
+    meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
+                   lambda model: attachment)
+    assert attachment.calls == [("finish", "run"), ("remove",), ("save", True)]  # save after the folder exists
+    assert meta["qat"] == {"method": "none", "extra": 3}
+    assert meta["training"]["config"]["seed"] == 3
+    assert read_json(tmp_path / "run" / QAT_RECORD_FILE) == {"method": "none"}
+    assert read_json(tmp_path / "out" / "lowbit_metadata.json")["qat"] == meta["qat"]
+    with pytest.raises(ValueError, match="no validation split at"):
+        qat_run(tiny_checkpoint.model, tiny_checkpoint.train, tmp_path / "none.jsonl", config, tmp_path / "r",
+                tmp_path / "o", lambda model: attachment)
+
+
+def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint, tmp_path):
+    handles = []
+
+    def attach(model):
+        handles.append(attach_lowbit(model, ["model.layers.0.mlp.down_proj"], 2))
+        return LowBitAttachment(handles[0], method="baseline")
+
+    config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
+    qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out", attach)
+    record = read_lowbit_record(tmp_path / "out")
+    assert record["format_version"] == 1 and record["method"] == "baseline"
+    model, _, handle = load_lowbit_model(tmp_path / "out")
+    weight = model.get_submodule("model.layers.0.mlp.down_proj").weight
+    assert torch.equal(weight, handle.quantized_weight("model.layers.0.mlp.down_proj"))
