@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 from common.config import merged
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
+from common.qat.run import seed_cell
 
 # CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
 CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
@@ -157,3 +158,8 @@ def model_dir(wildcards):
 def sweep_models(model):
     """The sweep points of ``model``: ``<model>-c<factor>`` for every factor of ``sweep.factors`` (1 included)."""
     return [f"{model}-c{factor:g}" for factor in CFG["sweep"]["factors"]]
+
+
+def seed_cells(runs, seeds):
+    """``<run>/seed<k>`` of every run and seed (common.qat.run.seed_cell): the training cells of a QAT paper."""
+    return [seed_cell(run, seed) for run in runs for seed in seeds]

@@ -1,8 +1,9 @@
-# Checkpoint quantization: any model under results/models/ (base, external, trained/<paper>/<run>) -> a quantized checkpoint (codes + scales + recipe)
+# Checkpoint quantization: any model under results/models/ (base, external, trained/<paper>/<run>/seed<k>) -> a quantized
+# checkpoint (codes + scales + recipe)
 # that every evaluation of a quantized model reads. Recipes and module selections are named in the config
 # (`quantization:`); papers add their own entries.
 wildcard_constraints:
-    source=r"(base|external)/[A-Za-z0-9_]+|trained/[A-Za-z0-9_]+/[A-Za-z0-9_.+-]+",
+    source=r"(base|external)/[A-Za-z0-9_]+|trained/[A-Za-z0-9_]+/[A-Za-z0-9_.+-]+/seed[0-9]+",
     qname=r"[A-Za-z0-9_.+-]+",
 
 
