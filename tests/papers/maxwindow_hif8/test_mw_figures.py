@@ -1,5 +1,5 @@
-"""Figures (every plot_* draws the synthetic study's numbers) and the report context (its tables, the claims
-re-validated, and a render through the shared report CLI)."""
+"""Figures (every plot_* draws the synthetic two-seed study's numbers: seed means, BF16 and HiF8 evaluations) and
+the report context (its tables, the claims re-validated, and a render through the shared report CLI)."""
 
 import json
 
@@ -63,7 +63,9 @@ def test_every_figure_has_a_caption(figure_id):
 def test_caption_text():
     assert set(figures.CAPTIONS) == set(FIGURE_IDS)
     assert "Equal spikes recur every 20 steps (top)" in figures.caption("observer-study")
-    assert figures.caption("downstream").startswith("Relative drop of every evaluated model vs the BF16 baseline")
+    assert figures.caption("downstream").startswith("Relative drop of every trained model vs the BF16 baseline")
+    assert "the first seed only, the claims use every seed" in figures.caption("saturation")
+    assert "mean over its seeds" in figures.caption("loss-curves")
 
 
 # --- loss curves ----------------------------------------------------------------------------------------------
@@ -75,19 +77,22 @@ def test_plot_loss_curves(summary, close):
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 2
     high, low = fig.axes
-    assert [ax.get_title() for ax in fig.axes] == ["lr 0.003 (high)", "lr 1.5e-05 (low)"]
-    # 9 runs per learning rate and the warmup marker
-    assert [len(ax.lines) for ax in fig.axes] == [10, 10]
-    assert [line.get_linestyle() for line in low.lines].count("--") == 4  # the w0 runs
+    assert [ax.get_title() for ax in fig.axes] == ["lr 0.00015 (high)", "lr 1.5e-05 (low)"]
+    # the study's runs per learning rate (3 high, 6 low) and the warmup marker
+    assert [len(ax.lines) for ax in fig.axes] == [4, 7]
+    assert [line.get_linestyle() for line in low.lines].count("--") == 1  # max_window-lrlow-w0
+    assert [line.get_linestyle() for line in high.lines[:-1]] == ["-"] * 3
     assert low.lines[-1].get_xdata() == [4, 4]  # the warmup marker at W = 4
     bf16 = next(line for line in low.lines if line.get_label() == "BF16")
     # rolling mean over 10 steps of 4 - t/16: 4 - t/32 up to step 9, then 4 - (t - 4.5)/16
     expected = [4 - t / 32 if t < 10 else 4 - (t - 4.5) / 16 for t in range(12)]
     np.testing.assert_allclose(bf16.get_ydata(), expected, rtol=1e-12)
     labels = [t.get_text() for t in low.get_legend().get_texts()]
-    assert len(labels) == 9
-    assert labels[0] == "BF16"
-    assert "max_window, warmup 4" in labels
+    assert labels == ["BF16", "max_window, warmup 4", "most_recent, warmup 4", "max_window, warmup 0",
+                      "current, warmup 4", "exp_smooth, warmup 4"]
+    recipe = low.lines[1]  # the seed mean: 2^-8 above the baseline from the warmup step on, 0.25 before
+    losses = [(4 - t / 16) * (1.25 if t < 4 else 1 + 2**-8) for t in range(12)]
+    np.testing.assert_allclose(recipe.get_ydata(), pd.Series(losses).rolling(10, min_periods=1).mean(), rtol=1e-12)
     assert high.get_legend() is None
 
 
@@ -141,23 +146,25 @@ def test_plot_downstream(summary, close):
     assert len(fig.axes) == 2  # the heatmap and its colour bar
     ax = fig.axes[0]
     mesh = ax.collections[0]
-    values = np.asarray(mesh.get_array()).reshape(20, 4)  # 18 runs + 2 PTQ rows x 4 metrics
+    values = np.asarray(mesh.get_array()).reshape(18, 4)  # 9 runs x (BF16, HiF8) x 4 metrics
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels[:3] == ["bf16-lrhigh (BF16)", "bf16-lrlow (BF16)", "most_recent-lrhigh-w0"]
-    assert labels[-2:] == ["bf16-lrhigh (HiF8 PTQ)", "bf16-lrlow (HiF8 PTQ)"]
+    assert labels[:4] == ["bf16-lrlow (BF16)", "bf16-lrlow (HiF8)", "bf16-lrhigh (BF16)", "bf16-lrhigh (HiF8)"]
+    assert labels[-1] == "exp_smooth-lrlow-w4 (HiF8)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pretrain ppl", "cloze acc", "choice acc_norm",
                                                             "shift ppl"]
-    np.testing.assert_array_equal(values[:2], 0.0)
-    np.testing.assert_array_equal(values[labels.index("max_window-lrlow-w4")], 100 * 2**-9)
-    np.testing.assert_array_equal(values[labels.index("current-lrhigh-w0")], 100 * 2**-5)
-    np.testing.assert_array_equal(values[18:], 100 * 2**-6)
-    assert mesh.get_clim() == (-3.125, 3.125)  # symmetric, the largest |drop| in percent
-    assert len(ax.texts) == 80
+    np.testing.assert_array_equal(values[[0, 2]], 0.0)  # the baselines as trained
+    np.testing.assert_array_equal(values[[1, 3]], 100 * 2**-6)  # the baselines after checkpoint quantization
+    np.testing.assert_array_equal(values[labels.index("max_window-lrlow-w4 (BF16)")], 100 * 2**-9)
+    np.testing.assert_array_equal(values[labels.index("max_window-lrlow-w4 (HiF8)")], 100 * (2**-9 + 2**-6))
+    np.testing.assert_array_equal(values[labels.index("current-lrhigh-w4 (BF16)")], 100 * 2**-5)
+    np.testing.assert_array_equal(values[labels.index("current-lrhigh-w4 (HiF8)")], 100 * 3 * 2**-6)
+    assert mesh.get_clim() == (-4.6875, 4.6875)  # symmetric, the largest |drop| in percent
+    assert len(ax.texts) == 72
     assert fig.axes[1].get_ylabel() == "relative drop vs BF16 (%)"
 
 
 def test_plot_downstream_colour_limit_is_at_least_one_percent(tmp_path, close):
-    small = summarize(build_study(tmp_path, **{**PAPER_LIKE, "drop": 2**-9, "ptq_drop": 2**-9}))
+    small = summarize(build_study(tmp_path, **{**PAPER_LIKE, "drop": 2**-9, "quant_drop": 2**-9}))
     fig = figures.plot_downstream(small)
     close(fig)
     assert fig.axes[0].collections[0].get_clim() == (-1.0, 1.0)
@@ -174,10 +181,10 @@ def test_plot_forgetting(summary, close):
     ax = fig.axes[0]
     assert len(ax.collections) == 2  # the runs and the base model
     points = np.asarray(ax.collections[0].get_offsets())
-    assert points.shape == (18, 2)
+    assert points.shape == (9, 2)
     expected = [(r["metrics"]["shift_perplexity"], r["metrics"]["pretrain_perplexity"]) for r in summary["runs"]]
-    np.testing.assert_array_equal(points, expected)
-    np.testing.assert_array_equal(points[:2], [(20.0, 20.0), (24.0, 16.0)])
+    np.testing.assert_array_equal(points, expected)  # seed means, in BF16
+    np.testing.assert_array_equal(points[:3], [(24.0, 16.0), (20.0, 20.0), (24 * (1 + 2**-9), 16 * (1 + 2**-9))])
     np.testing.assert_array_equal(ax.collections[1].get_offsets(), [(48.0, 13.0)])
     assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -234,35 +241,45 @@ def test_run_table(summary):
     table = run_table(summary)
     assert table["columns"] == ["run", "evaluated", "loss APE", "pretrain ppl", "cloze acc", "choice acc_norm",
                                 "shift ppl"]
-    assert len(table["rows"]) == 18 + 1
-    assert table["rows"][1] == ["bf16-lrlow", "BF16", "", "16", "0.5", "0.5", "24"]
-    recipe = next(r for r in table["rows"] if r[0] == "max_window-lrlow-w4")
-    # APE 2^-8 = 0.391%; 16 (1 + 2^-9) = 16.03; 0.5 (1 - 2^-9) = 0.499; 24 (1 + 2^-9) = 24.05
-    assert recipe == ["max_window-lrlow-w4", "HIF8", "0.391%", "16.03", "0.499", "0.499", "24.05"]
+    assert table["caption"].startswith("Every run, means over seeds 0, 1: ")
+    assert len(table["rows"]) == 9 * 2 + 1
+    assert table["rows"][0] == ["bf16-lrlow", "BF16", "", "16", "0.5", "0.5", "24"]
+    # after the checkpoint quantization: 2^-6 worse, 16.25, 0.4921875, 24.375
+    assert table["rows"][1] == ["bf16-lrlow", "HiF8", "", "16.25", "0.4922", "0.4922", "24.38"]
+    recipe = [r for r in table["rows"] if r[0] == "max_window-lrlow-w4"]
+    # APE 2^-8 = 0.391%; in BF16 16 (1 + 2^-9) = 16.03, 0.5 (1 - 2^-9) = 0.499, 24 (1 + 2^-9) = 24.05; in HiF8
+    # 2^-6 more: 16 (1 + 9 / 512) = 16.28
+    assert recipe == [["max_window-lrlow-w4", "BF16", "0.391%", "16.03", "0.499", "0.499", "24.05"],
+                      ["max_window-lrlow-w4", "HiF8", "0.391%", "16.28", "0.4912", "0.4912", "24.42"]]
     assert table["rows"][-1] == ["base model (before continual pretraining)", "BF16", "", "13", "0.625", "0.625",
                                  "48"]
 
 
 def test_saturation_table(summary):
     table = saturation_table(summary)
-    assert len(table["rows"]) == 16 * 3  # QAT runs x roles; the baselines have none
-    assert table["rows"][0] == ["most_recent-lrhigh-w0", "input", 66, "20.00%", "3.13e-03", "1.25e-01", "0.00e+00"]
-    assert table["rows"][5] == ["most_recent-lrhigh-w4", "grad_output", 42, "40.00%", "6.25e-03", "1.25e-01",
-                                "0.00e+00"]
+    assert table["columns"][-3:] == ["rel. error, saturating", "rel. error, other", "mantissa bits lost"]
+    assert len(table["rows"]) == 7 * 3  # QAT runs x roles; the baselines have none
+    # the recipe (max_window 2^-4, seed means), input: 6 layers x (2 calls x 8 steps - 1) delayed calls
+    assert table["rows"][0] == ["max_window-lrlow-w4", "input", "90", "6.25%", "9.77e-04", "1.25e-01", "0.0625",
+                                "0.0312", "1.00"]
+    assert table["rows"][5] == ["most_recent-lrlow-w4", "grad_output", "90", "50.00%", "7.81e-03", "1.25e-01",
+                                "0.0625", "0.0312", "1.00"]
     current = [r for r in table["rows"] if r[0].startswith("current-")]
+    assert len(current) == 6
     assert {r[3] for r in current} == {"0.00%"}
     assert {r[5] for r in current} == {"0.00e+00"}
+    assert {(r[6], r[8]) for r in current} == {("", "")}  # no saturating call: no conditional mean
 
 
 def test_drop_table(summary):
     table = drop_table(summary)
-    assert table["columns"] == ["run", "pretrain ppl", "cloze acc", "choice acc_norm", "shift ppl"]
-    assert len(table["rows"]) == 18 + 2
-    assert table["rows"][1] == ["bf16-lrlow", "+0.00%", "+0.00%", "+0.00%", "+0.00%"]
-    recipe = next(r for r in table["rows"] if r[0] == "max_window-lrlow-w4")
-    assert recipe == ["max_window-lrlow-w4", "+0.20%", "+0.20%", "+0.20%", "+0.20%"]  # 2^-9
-    assert table["rows"][-2:] == [["bf16-lrhigh (HiF8 PTQ)", "+1.56%", "+1.56%", "+1.56%", "+1.56%"],
-                                  ["bf16-lrlow (HiF8 PTQ)", "+1.56%", "+1.56%", "+1.56%", "+1.56%"]]
+    assert table["columns"] == ["run", "evaluated", "pretrain ppl", "cloze acc", "choice acc_norm", "shift ppl"]
+    assert len(table["rows"]) == 9 * 2
+    assert table["rows"][:2] == [["bf16-lrlow", "BF16", "+0.00%", "+0.00%", "+0.00%", "+0.00%"],
+                                 ["bf16-lrlow", "HiF8", "+1.56%", "+1.56%", "+1.56%", "+1.56%"]]  # 2^-6
+    recipe = [r for r in table["rows"] if r[0] == "max_window-lrlow-w4"]
+    assert recipe == [["max_window-lrlow-w4", "BF16", "+0.20%", "+0.20%", "+0.20%", "+0.20%"],  # 2^-9
+                      ["max_window-lrlow-w4", "HiF8", "+1.76%", "+1.76%", "+1.76%", "+1.76%"]]  # 2^-9 + 2^-6
 
 
 def test_observer_table(cell):
@@ -282,16 +299,18 @@ def test_build_context(summary, cell, claims):
                    "pdf": f"results/figures/{f}.pdf"} for f in FIGURE_IDS]
     context = build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=claims,
                             figures=figures_in, artifacts=["results/summary.json", "results/observer_study.json"],
-                            rerun_examples=["results/maxwindow_hif8/eval/hif8/max_window-lrlow-w4/pretrain.json"],
+                            rerun_examples=["results/maxwindow_hif8/eval/hif8/max_window-lrlow-w4/seed0/pretrain.json"],
                             seeds={"training data order": 0, "observer study": 0}, stage_seconds={"run": 1.0})
     assert context["paper"] == PAPER
     runs = len(run_names(smoke_config()))
-    assert [len(t["rows"]) for t in context["tables"]] == [runs + 1, runs + 2, 16 * 3, 24]
+    assert runs == 9
+    assert [len(t["rows"]) for t in context["tables"]] == [2 * runs + 1, 2 * runs, 7 * 3, 24]
     assert [c["id"] for c in context["claims"]] == list(raw_config()["claims"])
     assert context["claims"] == claims["claims"]
     assert context["checks"] == claims["checks"]
     assert context["counts"] == claims["counts"]
-    assert "circular block bootstraps over the training steps" in context["paper"]["method"]
+    assert "t-interval over the seeds" in context["paper"]["method"]
+    assert "circular block bootstrap over training steps" in context["paper"]["method"]
     assert len(context["artifacts"]) == 2 + 2 * 5
     assert context["artifacts"][0] == "results/figures/downstream.pdf"
     assert context["rerun"][0] == {"cell": "the whole report",
@@ -304,7 +323,7 @@ def test_build_context(summary, cell, claims):
 
 def test_build_context_refuses_a_typed_verdict(summary, cell, claims):
     bad = {**claims, "claims": [*claims["claims"][:-1], {**claims["claims"][-1], "verdict": "confirmed"}]}
-    with pytest.raises(ValueError, match=r"claim 'ablation_no_warmup': verdict 'confirmed' is not one of"):
+    with pytest.raises(ValueError, match=r"claim 'exp_smooth_saturates': verdict 'confirmed' is not one of"):
         build_context(config={}, profile="smoke", summary=summary, cell=cell, claims=bad, figures=[], artifacts=[],
                       rerun_examples=[], seeds={}, stage_seconds={})
 

@@ -1,5 +1,6 @@
-"""The study's summary: loss APE, relative drops, standard errors, the evaluated metrics, the 18-row summary of a
-synthetic study (hand-computed drops), the synthetic observer cell and the flat run table."""
+"""The study's summary: loss APE, relative drops, standard errors, the evaluated metrics, the 9-row summary of a
+synthetic two-seed study (hand-computed per-seed values, seed means and drops, in BF16 and in HiF8), the synthetic
+observer cell and the flat run table."""
 
 import math
 
@@ -8,6 +9,8 @@ import pytest
 from mw_testing import (
     BASE,
     BF16_LOW,
+    ERROR_IN_RANGE,
+    ERROR_OVERFLOW,
     EXAMPLES,
     PRE_WARMUP_ERROR,
     baseline_loss,
@@ -21,19 +24,18 @@ from mw_testing import (
 from common.analysis.observer_study import TRACE_KINDS, amax_trace, observer_study
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import (
-    all_rows,
     drops,
     evaluated_metrics,
     loss_ape,
     loss_errors,
     observer_cell,
     read_losses,
-    recipe_row,
-    row_of,
     run_table,
 )
 
 METRIC_NAMES = ["pretrain_perplexity", "cloze_acc", "choice_acc_norm", "shift_perplexity"]
+RUNS = ["bf16-lrlow", "bf16-lrhigh", "max_window-lrlow-w4", "most_recent-lrlow-w4", "max_window-lrlow-w0",
+        "max_window-lrhigh-w4", "current-lrlow-w4", "current-lrhigh-w4", "exp_smooth-lrlow-w4"]
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,11 @@ def summary(study):
 @pytest.fixture(scope="module")
 def cell100():
     return observer_cell(smoke_config(observer_study={"steps": 100, "seed": 0}))
+
+
+def row_of(summary, run):
+    (row,) = [r for r in summary["runs"] if r["run"] == run]
+    return row
 
 
 # --- loss APE -------------------------------------------------------------------------------------------------
@@ -78,10 +85,18 @@ def test_loss_ape_without_a_common_step():
 
 
 def test_read_losses(study):
-    losses = read_losses(study["logs"]["most_recent-lrhigh-w4"])
-    assert sorted(losses) == list(range(12))
-    assert losses[3] == baseline_loss("high", 3) * (1 + PRE_WARMUP_ERROR)
-    assert losses[4] == baseline_loss("high", 4) * (1 + 2**-8)
+    assert study["logs"]["most_recent-lrlow-w4", 1].endswith("most_recent-lrlow-w4/seed1/train_log.csv")
+    for seed, ape in ((0, 9 * 2**-11), (1, 7 * 2**-11)):  # 2^-8 times the seed factors 1.125 and 0.875
+        losses = read_losses(study["logs"]["most_recent-lrlow-w4", seed])
+        assert sorted(losses) == list(range(12))
+        assert losses[3] == baseline_loss("low", 3) * (1 + PRE_WARMUP_ERROR)
+        assert losses[4] == baseline_loss("low", 4) * (1 + ape)
+
+
+def test_read_losses_of_an_empty_log(tmp_path):
+    (tmp_path / "train_log.csv").write_text("step,loss\n")
+    with pytest.raises(ValueError, match="has no step"):
+        read_losses(tmp_path / "train_log.csv")
 
 
 # --- drops ---------------------------------------------------------------------------------
@@ -91,6 +106,7 @@ def test_drops_per_metric():
     metrics = {"pretrain_perplexity": 20.0, "cloze_acc": 0.375, "choice_acc_norm": 0.625, "shift_perplexity": 12.0}
     assert drops(metrics, {**BF16_LOW, "shift_perplexity": 16.0}) == {
         "pretrain_perplexity": 0.25, "cloze_acc": 0.25, "choice_acc_norm": -0.25, "shift_perplexity": -0.25}
+    assert drops(metrics, {**BF16_LOW, "cloze_acc": 0.0})["cloze_acc"] is None  # undefined against 0
 
 
 # --- evaluated metrics ----------------------------------------------------------------------------------------
@@ -123,14 +139,18 @@ def test_evaluated_metrics_names_a_missing_group(corpus, group):
 # --- the study summary ----------------------------------------------------------------------------------------
 
 
-def test_summary_rows_follow_the_grid(study, summary):
-    assert [r["run"] for r in summary["runs"]] == run_names(study["config"])
-    assert len(summary["runs"]) == 18
+def test_summary_rows_follow_the_study_runs(study, summary):
+    assert [r["run"] for r in summary["runs"]] == run_names(study["config"]) == RUNS
+    assert summary["seeds"] == [0, 1]
     assert summary["warmup_steps"] == 4
-    assert summary["learning_rates"] == {"high": 3.0e-3, "low": 1.5e-5}
+    assert summary["learning_rates"] == {"high": 1.5e-4, "low": 1.5e-5}
     assert summary["recipe"] == "max_window-lrlow-w4"
-    assert recipe_row(summary)["run"] == "max_window-lrlow-w4"
-    assert [r["precision"] for r in summary["runs"]] == ["bf16"] * 2 + ["hif8"] * 16
+    assert all(list(r["seeds"]) == [0, 1] for r in summary["runs"])
+    assert set(summary["runs"][0]) == {"run", "observer", "rate", "lr", "warmup_steps", "steps", "seeds",
+                                       "final_loss", "loss_ape", "train_seconds", "metrics", "metrics_hif8",
+                                       "saturation", "drop", "drop_hif8"}
+    assert set(summary["runs"][0]["seeds"][0]) == {"final_loss", "loss_ape", "metrics", "metrics_hif8",
+                                                   "saturation", "train_seconds"}
 
 
 def test_baseline_rows(summary):
@@ -138,66 +158,105 @@ def test_baseline_rows(summary):
         row = row_of(summary, f"bf16-lr{rate}")
         assert row["observer"] is None
         assert row["loss_ape"] is None
+        assert [row["seeds"][s]["loss_ape"] for s in (0, 1)] == [None, None]
         assert row["warmup_steps"] == 0
         assert row["saturation"] == {}
         assert row["drop"] == dict.fromkeys(METRIC_NAMES, 0.0)
+        assert row["drop_hif8"] == dict.fromkeys(METRIC_NAMES, 2**-6)  # the checkpoint quantization alone
         assert row["steps"] == 12
         assert row["final_loss"] == baseline_loss(rate, 11)
     assert row_of(summary, "bf16-lrlow")["metrics"]["pretrain_perplexity"] == 16.0
+    assert row_of(summary, "bf16-lrlow")["metrics_hif8"]["pretrain_perplexity"] == 16.25
     assert row_of(summary, "bf16-lrhigh")["metrics"]["pretrain_perplexity"] == 20.0
-    # the high-rate baseline against the low-rate one: forgets (+25%), learns the shift (-1/6 perplexity)
-    assert row_of(summary, "bf16-lrhigh")["drop_vs_low_rate_bf16"] == {
-        "pretrain_perplexity": 0.25, "cloze_acc": 0.25, "choice_acc_norm": 0.25, "shift_perplexity": -1 / 6}
+    assert row_of(summary, "bf16-lrhigh")["lr"] == 1.5e-4
 
 
-def test_qat_row_by_hand(summary):
-    row = row_of(summary, "most_recent-lrhigh-w4")
-    assert (row["observer"], row["rate"], row["lr"], row["warmup_steps"]) == ("most_recent", "high", 3.0e-3, 4)
-    # from the warmup step on the loss is the baseline's times (1 + 2^-8); the first 4 steps (error 0.25) are skipped
-    assert row["loss_ape"] == 2**-8
-    assert row["final_loss"] == 2.625 * (1 + 2**-8)
+def test_qat_row_per_seed_and_mean_by_hand(summary):
+    row = row_of(summary, "most_recent-lrlow-w4")
+    assert (row["observer"], row["rate"], row["lr"], row["warmup_steps"]) == ("most_recent", "low", 1.5e-5, 4)
+    seed0, seed1 = row["seeds"][0], row["seeds"][1]
+    # APE 2^-8 times the seed factors 1.125, 0.875 (the first 4 steps, error 0.25, skipped); the mean is 2^-8
+    assert (seed0["loss_ape"], seed1["loss_ape"], row["loss_ape"]) == (9 * 2**-11, 7 * 2**-11, 2**-8)
+    final = baseline_loss("low", 11)
+    assert (seed0["final_loss"], seed1["final_loss"]) == (final * (1 + 9 * 2**-11), final * (1 + 7 * 2**-11))
+    assert row["final_loss"] == (seed0["final_loss"] + seed1["final_loss"]) / 2
+    # in BF16: drop 2^-5 times the seed factor, 9/256 and 7/256: perplexity 16 (1 + d), accuracy 0.5 (1 - d)
+    assert seed0["metrics"]["pretrain_perplexity"] == 16.5625
+    assert seed1["metrics"]["pretrain_perplexity"] == 16.4375
+    assert (seed0["metrics"]["cloze_acc"], seed1["metrics"]["cloze_acc"]) == (0.482421875, 0.486328125)
     assert row["metrics"] == {
-        "pretrain_perplexity": 20.625, "cloze_acc": 0.36328125, "cloze_acc_n": EXAMPLES,
-        "cloze_acc_se": math.sqrt(0.36328125 * 0.63671875 / EXAMPLES), "choice_acc_norm": 0.36328125,
-        "choice_acc_norm_n": EXAMPLES, "choice_acc_norm_se": math.sqrt(0.36328125 * 0.63671875 / EXAMPLES),
-        "shift_perplexity": 20.625}
+        "pretrain_perplexity": 16.5, "cloze_acc": 0.484375, "cloze_acc_n": EXAMPLES,
+        "cloze_acc_se": (math.sqrt(0.482421875 * 0.517578125 / EXAMPLES)
+                         + math.sqrt(0.486328125 * 0.513671875 / EXAMPLES)) / 2,
+        "choice_acc_norm": 0.484375, "choice_acc_norm_n": EXAMPLES,
+        "choice_acc_norm_se": row["metrics"]["cloze_acc_se"], "shift_perplexity": 24.75}
+    assert row["drop"] == dict.fromkeys(METRIC_NAMES, 2**-5)  # of the seed means
+    # in HiF8: 2^-6 more, 13/256 and 11/256: the mean drop 3/64
+    assert (seed0["metrics_hif8"]["pretrain_perplexity"], seed1["metrics_hif8"]["pretrain_perplexity"]) == (
+        16.8125, 16.6875)
+    assert row["metrics_hif8"]["pretrain_perplexity"] == 16.75
+    assert row["drop_hif8"] == dict.fromkeys(METRIC_NAMES, 3 * 2**-6)
+    # saturation: most_recent 0.25 times the role factor (grad_output 2) and the seed factor; 6 layers x (2 calls x
+    # 8 HiF8 steps - the cold start) delayed calls
+    assert [row["seeds"][s]["saturation"]["grad_output"]["overflow_rate"] for s in (0, 1)] == [0.5625, 0.4375]
+    assert row["saturation"]["grad_output"]["overflow_rate"] == 0.5
+    assert row["saturation"]["input"] == {
+        "calls": 90, "overflow_rate": 0.25, "mean_over_range": 0.25 / 64, "max_over_range": 0.125,
+        "mean_clipped": 0.0, "overflow_rows": 22.5, "rel_error_overflow": ERROR_OVERFLOW,
+        "rel_error_no_overflow": ERROR_IN_RANGE, "mean_mantissa_bits_lost": 1.0}
+    assert row["train_seconds"] == (8.0 + 9.0) / 2  # the 4th run: 2 x 4 + seed
+    assert (seed0["train_seconds"], seed1["train_seconds"]) == (8.0, 9.0)
+
+
+def test_a_run_without_saturation_keeps_undefined_means(summary):
+    current = row_of(summary, "current-lrlow-w4")["saturation"]["input"]
+    assert current["overflow_rate"] == 0.0
+    assert current["rel_error_overflow"] is None  # no saturating call in any seed
+    assert current["mean_mantissa_bits_lost"] is None
+    assert current["rel_error_no_overflow"] == ERROR_IN_RANGE
+
+
+def test_three_seeds_average_exactly(tmp_path):
+    summary = summarize(build_study(tmp_path, smoke_config(seeds=[0, 1, 2])))
+    row = row_of(summary, "max_window-lrlow-w0")
+    assert summary["seeds"] == [0, 1, 2]
+    assert list(row["seeds"]) == [0, 1, 2]
+    assert [row["seeds"][s]["loss_ape"] for s in (0, 1, 2)] == [9 * 2**-11, 7 * 2**-11, 2**-8]
+    assert row["loss_ape"] == 2**-8
     assert row["drop"] == dict.fromkeys(METRIC_NAMES, 2**-5)
-    # against the low-rate BF16 baseline (16, 0.5, 0.5, 24)
-    assert row["drop_vs_low_rate_bf16"] == {"pretrain_perplexity": 4.625 / 16, "cloze_acc": 0.13671875 / 0.5,
-                                            "choice_acc_norm": 0.13671875 / 0.5, "shift_perplexity": -3.375 / 24}
-    assert row["drop_vs_low_rate_bf16"]["pretrain_perplexity"] == 0.2890625
-    assert row["saturation"]["grad_output"]["overflow_rate"] == 0.4
-    assert row["saturation"]["input"]["calls"] == 6 * (12 - 4 - 1)
+    assert row["metrics"]["pretrain_perplexity"] == 16.5
 
 
 def test_loss_ape_of_a_run_without_warmup_uses_every_step(tmp_path):
     study = build_study(tmp_path, apes={"max_window-lrlow-w0": 2**-6, "max_window-lrlow-w4": 2**-4})
     summary = summarize(study)
     assert row_of(summary, "max_window-lrlow-w0")["loss_ape"] == 2**-6
+    assert row_of(summary, "max_window-lrlow-w0")["seeds"][0]["loss_ape"] == 9 * 2**-9
     assert row_of(summary, "max_window-lrlow-w4")["loss_ape"] == 2**-4
     assert row_of(summary, "current-lrlow-w4")["loss_ape"] == 2**-8
 
 
 def test_recipe_row_by_hand(summary):
-    row = recipe_row(summary)
+    row = row_of(summary, summary["recipe"])
     assert row["metrics"]["pretrain_perplexity"] == 16.03125
+    assert row["seeds"][0]["metrics"]["pretrain_perplexity"] == 16 * (1 + 9 * 2**-12)
     assert row["drop"] == dict.fromkeys(METRIC_NAMES, 2**-9)
-    assert row["drop_vs_low_rate_bf16"] == row["drop"]
+    assert row["drop_hif8"] == dict.fromkeys(METRIC_NAMES, 2**-9 + 2**-6)
+    assert row["saturation"]["weight"]["overflow_rate"] == 2**-5  # max_window 2^-4 x the weight factor 0.5
+
+
+def test_high_rate_rows_are_against_the_high_rate_baseline(summary):
+    row = row_of(summary, "max_window-lrhigh-w4")
+    assert row["metrics"]["pretrain_perplexity"] == 20.0 * (1 + 2**-5)
+    assert row["drop"] == dict.fromkeys(METRIC_NAMES, 2**-5)
 
 
 def test_summary_losses(summary):
     assert summary["losses"]["bf16-lrlow"] == [4.0 - t / 16 for t in range(12)]
-    assert summary["losses"]["exp_smooth-lrhigh-w0"] == [(4.0 - t / 8) * (1 + 2**-8) for t in range(12)]
-    assert len(summary["losses"]) == 18
-
-
-def test_ptq_rows(summary):
-    assert [(p["run"], p["rate"]) for p in summary["ptq"]] == [("bf16-lrhigh", "high"), ("bf16-lrlow", "low")]
-    low = summary["ptq"][1]
-    assert low["metrics"]["pretrain_perplexity"] == 16.25
-    assert low["metrics"]["cloze_acc"] == 0.4921875
-    assert low["drop"] == dict.fromkeys(METRIC_NAMES, 2**-6)
-    assert summary["ptq"][0]["metrics"]["pretrain_perplexity"] == 20.3125
+    assert summary["losses"]["max_window-lrhigh-w4"] == [
+        (4.0 - t / 8) * (1 + (2**-8 if t >= 4 else PRE_WARMUP_ERROR)) for t in range(12)]  # the seed mean
+    assert summary["losses"]["max_window-lrlow-w0"] == [(4.0 - t / 16) * (1 + 2**-8) for t in range(12)]
+    assert list(summary["losses"]) == RUNS
 
 
 def test_base_metrics(summary):
@@ -207,15 +266,16 @@ def test_base_metrics(summary):
 
 
 def test_train_seconds_default_to_zero(study):
-    seconds = {k: v for k, v in study["train_seconds"].items() if k != "current-lrlow-w0"}
+    seconds = {k: v for k, v in study["train_seconds"].items() if k != ("current-lrlow-w4", 1)}
     summary = summarize({**study, "train_seconds": seconds})
-    assert row_of(summary, "current-lrlow-w0")["train_seconds"] == 0.0
-    assert row_of(summary, "bf16-lrhigh")["train_seconds"] == 2.0
-    assert row_of(summary, "bf16-lrlow")["train_seconds"] == 4.0
+    assert row_of(summary, "current-lrlow-w4")["seeds"][1]["train_seconds"] == 0.0
+    assert row_of(summary, "current-lrlow-w4")["train_seconds"] == 14.0 / 2  # (14 + 0) / 2
+    assert row_of(summary, "bf16-lrlow")["train_seconds"] == 2.5
+    assert row_of(summary, "bf16-lrhigh")["train_seconds"] == 4.5
 
 
-@pytest.mark.parametrize("key", ["bf16/base/pretrain", "bf16/bf16-lrlow/shift", "hif8/bf16-lrhigh/pretrain",
-                                 "hif8/max_window-lrlow-w4/shift", "hif8/most_recent-lrhigh-w0/pretrain"])
+@pytest.mark.parametrize("key", ["bf16/base/pretrain", "bf16/bf16-lrlow/seed0/shift", "hif8/bf16-lrhigh/seed1/pretrain",
+                                 "hif8/max_window-lrlow-w4/seed0/shift", "bf16/exp_smooth-lrlow-w4/seed1/pretrain"])
 def test_a_missing_evaluation_is_named(study, key):
     evaluations = {k: v for k, v in study["evaluations"].items() if k != key}
     with pytest.raises(ValueError, match=rf"missing evaluation\(s\): {key}$"):
@@ -224,8 +284,8 @@ def test_a_missing_evaluation_is_named(study, key):
 
 @pytest.mark.parametrize(("table", "what"), [("logs", "training log"), ("saturation", "saturation summary")])
 def test_a_missing_run_artifact_is_named(study, table, what):
-    partial = {k: v for k, v in study[table].items() if k != "exp_smooth-lrlow-w4"}
-    with pytest.raises(ValueError, match=rf"run 'exp_smooth-lrlow-w4' has no {what}"):
+    partial = {k: v for k, v in study[table].items() if k != ("exp_smooth-lrlow-w4", 1)}
+    with pytest.raises(ValueError, match=rf"run 'exp_smooth-lrlow-w4' seed 1 has no {what}"):
         summarize({**study, table: partial})
 
 
@@ -233,43 +293,36 @@ def test_summary_of_another_warmup(tmp_path):
     config = smoke_config(bf16_warmup_steps=6)
     summary = summarize(build_study(tmp_path, config))
     assert summary["recipe"] == "max_window-lrlow-w6"
-    assert recipe_row(summary)["drop"]["pretrain_perplexity"] == 2**-9
+    assert row_of(summary, "max_window-lrlow-w6")["drop"]["pretrain_perplexity"] == 2**-9
     assert row_of(summary, "max_window-lrlow-w6")["loss_ape"] == 2**-8
+    assert row_of(summary, "max_window-lrlow-w6")["saturation"]["input"]["calls"] == 6 * (2 * 6 - 1)
 
 
-# --- rows and the flat table ----------------------------------------------------------------------------------
+def test_summary_of_a_profile_with_two_observers(tmp_path):
+    config = smoke_config(observers=["most_recent", "max_window"])
+    summary = summarize(build_study(tmp_path, config))
+    assert [r["run"] for r in summary["runs"]] == RUNS[:6]
 
 
-def test_row_of_names_a_missing_run(summary):
-    with pytest.raises(ValueError, match=r"run 'max_window-lrlow-w40' is not in the summary; runs: bf16-lrhigh, "
-                                         r"bf16-lrlow, most_recent-lrhigh-w0,"):
-        row_of(summary, "max_window-lrlow-w40")
-
-
-def test_all_rows(summary):
-    assert [r["run"] for r in all_rows(summary, rate="low", warmup_steps=4)] == [
-        "most_recent-lrlow-w4", "exp_smooth-lrlow-w4", "max_window-lrlow-w4", "current-lrlow-w4"]
-    assert len(all_rows(summary, rate="high")) == 9
-    assert [r["run"] for r in all_rows(summary, observer=None)] == ["bf16-lrhigh", "bf16-lrlow"]
-    assert len(all_rows(summary)) == 18
+# --- the flat table -------------------------------------------------------------------------------------------
 
 
 def test_run_table(summary):
     table = run_table(summary)
-    assert len(table) == 18
-    assert table[1] == {"run": "bf16-lrlow", "observer": None, "rate": "low", "warmup_steps": 0, "precision": "bf16",
+    assert len(table) == 9
+    assert table[0] == {"run": "bf16-lrlow", "observer": None, "rate": "low", "warmup_steps": 0,
                         "final_loss": 4.0 - 11 / 16, "loss_ape": None, **BF16_LOW,
                         **{f"drop_{m}": 0.0 for m in METRIC_NAMES}}
     recipe = next(r for r in table if r["run"] == "max_window-lrlow-w4")
     assert recipe["loss_ape"] == 2**-8
-    assert recipe["pretrain_perplexity"] == 16.03125
+    assert recipe["pretrain_perplexity"] == 16.03125  # evaluated in BF16
     assert recipe["drop_cloze_acc"] == 2**-9
-    assert recipe["input_overflow_rate"] == 0.05
-    assert recipe["weight_overflow_rate"] == 0.025
-    assert recipe["grad_output_overflow_rate"] == 0.1
+    assert recipe["input_overflow_rate"] == 2**-4
+    assert recipe["weight_overflow_rate"] == 2**-5
+    assert recipe["grad_output_overflow_rate"] == 2**-3
     assert not any(k.endswith(("_n", "_se")) for k in recipe)
     assert set(table[0]) == set(table[1])  # no saturation columns for a baseline
-    assert bf16_high(0.25)["pretrain_perplexity"] == table[0]["pretrain_perplexity"]
+    assert bf16_high(0.25)["pretrain_perplexity"] == table[1]["pretrain_perplexity"]
 
 
 # --- the synthetic observer cell ------------------------------------------------------------------------------
