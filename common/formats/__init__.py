@@ -9,6 +9,7 @@ tensor([8], dtype=torch.uint8)
 """
 
 from .codec import decode, encode
+from .precision import mantissa_bits
 from .quantize import OVERFLOWS, ROUNDINGS, quantize
 from .registry import FORMATS, HIF8_TIERS, get_format
 from .spec import Family, Format, Specials, Tier
@@ -25,5 +26,6 @@ __all__ = [
     "decode",
     "encode",
     "get_format",
+    "mantissa_bits",
     "quantize",
 ]

@@ -22,18 +22,21 @@ from .lowbit_io import load_lowbit_model
 from .scaled import scaled_qdq
 from .ste import QATHandle, attach_fake_quant, ste_quantize
 from .w8a8 import (
+    HISTORY_UNITS,
     ROLES,
     TELEMETRY_FIELDS,
     W8A8Handle,
     W8A8Layer,
     W8A8LinearFunction,
     attach_w8a8,
+    saturation_summary,
     w8a8_linear,
     w8a8_selection,
 )
 from .warmup import BF16Warmup
 
 __all__ = [
+    "HISTORY_UNITS",
     "INT8_PER_TOKEN",
     "LOWBIT_BITS",
     "LOWBIT_CODES",
@@ -57,6 +60,7 @@ __all__ = [
     "lowbit_grads",
     "lowbit_quantize",
     "lowbit_selection",
+    "saturation_summary",
     "scaled_qdq",
     "ste_quantize",
     "w8a8_linear",

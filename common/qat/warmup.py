@@ -6,9 +6,10 @@ history and switch HiF8 on. "BF16" means unquantized here: the disabled layers r
 
 ``BF16Warmup(handle, W)``: steps ``0 .. W-1`` run with plain Linear layers (no quantization, no observer updates);
 at the start of step ``W`` every observer is reset and quantization is switched on (``handle.enable()``). Every
-step first sets the telemetry step (``handle.step(step)``). A run resumed from a checkpoint after step ``W`` gets the
-observers' history and the telemetry rows so far back through ``state_dict`` / ``load_state_dict`` (the training
-loop's hooks state).
+step first sets the handle's step (``handle.step(step)``: the step stamped on the telemetry rows, and with
+``history_unit="step"`` the commit of the previous step's amax maximum as one history entry). A run resumed from a
+checkpoint after step ``W`` gets the observers' history, the pending per-step maxima and the telemetry rows so far
+back through ``state_dict`` / ``load_state_dict`` (the training loop's hooks state).
 """
 
 from __future__ import annotations
