@@ -1,14 +1,16 @@
 """``python -m papers.winq <step>``: the thin steps the Snakemake rules run (read inputs, call the package, write the
 output atomically). ``--config-json`` is the profile's study config (``settings.profile_config``).
 
-Artifacts: a run's logs in ``--run-dir`` (``train_log.csv``, ``eval_log.csv``: the validation-perplexity curve,
-``train_summary.json``, ``qat.json``) and its checkpoint in ``--out`` (latent weights, ``lowbit_metadata.json``,
-``lowbit_scales.safetensors``); a Hessian cell and an evaluation are one JSON file each. The summary reads a run's
-logs by the folder they lie in (``<runs>/<run>/eval_log.csv``), its evaluation as ``<eval>/<run>.json`` (``base``:
-the full-precision base model), its Hessian cell as ``<hessian>/<run>.json`` and the ``size_report.json`` in its
-quantized checkpoint folder (``.../trained/winq/<run>``). The claims read the summary, the runs' evaluations
-(per-window and per-example scores) and the ``quantization_config.json`` of each quantized checkpoint folder, and
-write ``claims.json`` (``common.report.claims_document``: rows and implementation checks).
+A training cell is one seed of a run, ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`), and every artifact of it
+names the cell in its path, which the steps parse back (:func:`common.qat.run.parse_seed_cell`): a cell's logs in
+``--run-dir`` ``.../runs/<run>/seed<k>/`` (``train_log.csv`` with the gradient norm per step, ``eval_log.csv``: the
+validation-perplexity curve, ``train_summary.json``, ``qat.json``), its checkpoint in ``--out``
+``.../trained/winq/<run>/seed<k>`` (latent weights, ``lowbit_metadata.json``, ``lowbit_scales.safetensors``), its
+quantized checkpoint ``.../trained/winq/<run>/seed<k>`` (``size_report.json``, ``quantization_config.json``), its
+evaluation ``.../eval/<run>/seed<k>.json`` (``base.json``: the full-precision base model) and Hessian cell
+``.../hessian/<run>/seed<k>.json``. The claims read the summary, the cells' evaluations (per-window and per-example
+scores) and the ``quantization_config.json`` of each quantized checkpoint, and write ``claims.json``
+(``common.report.claims_document``: rows and implementation checks).
 """
 
 from __future__ import annotations
@@ -22,8 +24,24 @@ from pathlib import Path
 from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
 from common.config import json_object
 from common.io import read_json, write_json
+from common.qat.run import parse_seed_cell, seed_cell
 
 from .settings import FIGURES
+
+
+def cell_of_path(path: str | os.PathLike[str], depth: int = 0) -> str:
+    """The cell ``<run>/seed<k>`` a path names (:func:`common.qat.run.parse_seed_cell`; a ``.json`` file's suffix
+    dropped): ``depth`` 0 for ``.../<run>/seed<k>`` or ``.../<run>/seed<k>.json``, 1 for a file in the cell's
+    folder."""
+    path = Path(path)
+    if depth == 0 and path.suffix == ".json":
+        path = path.with_suffix("")
+    return seed_cell(*parse_seed_cell(path, depth))
+
+
+def evaluation_key(path: str | os.PathLike[str]) -> str:
+    """``base`` for the base model's evaluation, else its cell."""
+    return "base" if Path(path).name == "base.json" else cell_of_path(path)
 
 
 def train_run(args: argparse.Namespace) -> None:
@@ -38,7 +56,7 @@ def train_run(args: argparse.Namespace) -> None:
     winq_run(args.init, args.train, args.validation, train_config(config, args.run_name, args.seed), args.run_dir,
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
              every=interpolation.get("every"), strength=interpolation.get("strength", WINQ_STRENGTH),
-             noise_sigma=settings["noise_sigma"], noise_seed=settings["noise_seed"], hadamard=settings["hadamard"])
+             noise_sigma=settings["noise_sigma"], hadamard=settings["hadamard"])
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -51,14 +69,20 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def summary(args: argparse.Namespace) -> None:
+    from common.qat.lowbit_io import METADATA_FILE
+
     from .study import study_summary
 
-    curves = {Path(p).parent.name: p for p in args.curves}
-    seconds = {run: read_json(Path(p).with_name("train_summary.json"))["seconds"] for run, p in curves.items()}
-    evaluations = {Path(p).stem: read_json(p) for p in args.evaluations}
-    hessians = {Path(p).stem: read_json(p) for p in args.hessians}
-    bits = {Path(p).name: read_json(Path(p) / "size_report.json")["bits_per_weight"] for p in args.quantized}
-    write_json(args.out, study_summary(json_object(args.config_json), curves, evaluations, hessians, seconds, bits))
+    curves = {cell_of_path(p, 1): p for p in args.curves}
+    logs = {cell_of_path(p, 1): p for p in args.logs}
+    seconds = {cell: read_json(Path(p).with_name("train_summary.json"))["seconds"] for cell, p in curves.items()}
+    evaluations = {evaluation_key(p): read_json(p) for p in args.evaluations}
+    hessians = {cell_of_path(p): read_json(p) for p in args.hessians}
+    records = {cell_of_path(p): read_json(Path(p) / METADATA_FILE) for p in args.trained}
+    bits = {cell_of_path(p): read_json(Path(p) / "size_report.json")["bits_per_weight"] for p in args.quantized}
+    write_json(args.out, study_summary(json_object(args.config_json), curves, logs, evaluations, hessians,
+                                       {cell: {"qat": r["qat"], "training": r["training"]}
+                                        for cell, r in records.items()}, seconds, bits))
 
 
 def figure(args: argparse.Namespace) -> None:
@@ -77,9 +101,9 @@ def claims(args: argparse.Namespace) -> None:
     from .claims import Study, study_checks, study_claims
 
     config = json_object(args.config_json)
-    evaluations = {Path(p).stem: p for p in args.evaluations}
-    study = Study(summary=read_json(args.summary), evaluations={run: read_json(p) for run, p in evaluations.items()},
-                  quantized={Path(p).name: read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
+    evaluations = {evaluation_key(p): p for p in args.evaluations}
+    study = Study(summary=read_json(args.summary), evaluations={c: read_json(p) for c, p in evaluations.items()},
+                  quantized={cell_of_path(p): read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
                   summary_path=args.summary, evaluation_paths=evaluations)
     rows = study_claims(claim_specs(config["claims"]), study,
                         evidence_settings(args), config["settings"])
@@ -94,15 +118,24 @@ def context(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     study = read_json(args.summary)
-    stages = {f"QAT, {r['run']}": r["train_seconds"] for r in study["runs"]}
-    stages |= {f"Hessian spectrum, {h['run']}": h["wall_time_s"] for h in study["hessian"]}
+    stages = {f"QAT, {r['run']} ({len(r['seeds'])} seed{'s' * (len(r['seeds']) > 1)})": r["train_seconds"]
+              for r in study["runs"]}
+    spectra: dict[str, float] = {}
+    for h in study["hessian"]:
+        spectra[h["run"]] = spectra.get(h["run"], 0.0) + h["wall_time_s"]
+    stages |= {f"Hessian spectra, {run}": seconds for run, seconds in spectra.items()}
     stages |= training_seconds(args.base_model_metadata)
     write_json(args.out, build_context(
         config=config, profile=args.profile, summary=study, claims=read_json(args.claims),
         figures=figure_entries(args.figures, caption), artifacts=[*args.cited, args.summary, args.claims],
         rerun_examples=args.rerun_example,
-        seeds={"training data order": args.seed, "noise": config["noise"]["seed"], "Hessian probes": args.seed,
+        seeds={"training cells of compared runs (data order, initialisation, noise)": _seeds(config["seeds"]),
+               "training cells of figure-only runs": _seeds(config["figure_seeds"]), "Hessian probes": args.seed,
                "workflow": args.seed}, stage_seconds=stages))
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    return ", ".join(str(s) for s in sorted(seeds))
 
 
 def hessian(args: argparse.Namespace) -> None:
@@ -117,9 +150,10 @@ def hessian(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     req = REQUIRED
     return step_parser("python -m papers.winq", __doc__, [
-        ("train", train_run, "one low-bit QAT run (baseline, winq, interpolation or noise)",
+        ("train", train_run, "one training cell: a low-bit QAT run (baseline, winq, interpolation or noise) on one "
+         "seed (--seed: data order, initialisation and noise)",
          [("--config-json", req), ("--run", {"dest": "run_name", "required": True}),
-          ("--seed", {"type": int, "default": 0}), ("--init", req), ("--train", req), ("--validation", req),
+          ("--seed", {"type": int, "required": True}), ("--init", req), ("--train", req), ("--validation", req),
           ("--run-dir", req), ("--out", req)]),
         ("hessian", hessian, "the Hessian spectrum of one trained low-bit model on a fixed batch of a split "
          "(sequences of train.seq_len tokens; --seed: the probes)",
@@ -129,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
          [("--config-json", req), ("--model", req), ("--split", req), ("--cloze", req), ("--choice", req),
           ("--out", req)]),
         ("summary", summary, "the study's summary over every run",
-         [("--config-json", req), ("--curves", MANY), ("--evaluations", MANY),
-          ("--hessians", {"nargs": "*", "default": []}), ("--quantized", MANY), ("--out", req)]),
+         [("--config-json", req), ("--curves", MANY), ("--logs", MANY), ("--evaluations", MANY),
+          ("--hessians", {"nargs": "*", "default": []}), ("--trained", MANY), ("--quantized", MANY),
+          ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": list(FIGURES)}), ("--summary", req), ("--png", req), ("--pdf", req)]),
         ("claims", claims, "the claims table: estimates, intervals and verdicts of the config's predictions "

@@ -1,34 +1,44 @@
-# winq: the paper config (validated, profile merged), its runs, its checkpoint quantization entry and the functions
-# its rules call.
+# winq: the paper config (validated, profile merged), its training cells, its base model, its checkpoint quantization
+# entry and the functions its rules call.
 from papers.winq.settings import FIGURES as WQ_FIGURES
 from papers.winq.settings import KEY as WQ_KEY
-from papers.winq.settings import hessian_runs, run_config, run_names
+from papers.winq.settings import base_model as wq_base_model
+from papers.winq.settings import hessian_cells, run_config, training_cells
 
 WQ = paper_config(WQ_KEY)
 WQ_DIR = f"results/{WQ_KEY}"
 WQ_TRAINED = f"results/models/trained/{WQ_KEY}"
-WQ_RUNS = run_names(WQ)
-WQ_HESSIAN_RUNS = hessian_runs(WQ)
+WQ_BASE = wq_base_model(WQ, CFG["base_model"])  # the study's base model: its own `base_model`, else the workflow's
+if WQ_BASE not in CFG["base_models"]:
+    raise ValueError(f"winq.base_model {WQ_BASE!r} is not a workflow base model: {', '.join(CFG['base_models'])}")
+WQ_BASE_DIR = f"results/models/base/{WQ_BASE}"
+WQ_CELLS = training_cells(WQ)  # <run>/seed<k>, every seed of every run
+WQ_HESSIAN_CELLS = hessian_cells(WQ)
 WQ_CORPUS = CFG["data"]["pretrain"]  # QAT on the base model's own pretraining corpus, as the paper
 # Every trained model is checkpoint-quantized (workflow/rules/ptq.smk) with its own learned quantizer: packed integer
 # codes and the learned per-row scales (`python -m common.ptq quantize --recipe learned`).
 WQ_QUANTIZATION = "paretoq_learned"
 CFG.setdefault("quantization", {})[WQ_QUANTIZATION] = {"recipe": "learned"}
-WQ_EVALUATIONS = expand(f"{WQ_DIR}/eval/{{run}}.json", run=[*WQ_RUNS, "base"])
-WQ_EXAMPLE = f"{WQ_RUNS[0].rpartition('-')[0]}-winq" if "winq" in WQ["methods"] else WQ_RUNS[0]
+WQ_QUANTIZED = expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{{cell}}", cell=WQ_CELLS)
+WQ_EVALUATIONS = [*expand(f"{WQ_DIR}/eval/{{cell}}.json", cell=WQ_CELLS), f"{WQ_DIR}/eval/base.json"]
+WQ_HESSIANS = expand(f"{WQ_DIR}/hessian/{{cell}}.json", cell=WQ_HESSIAN_CELLS)
+# what one spectrum depends on (the absolute thresholds and the methods list are the summary's)
+WQ_HESSIAN_CELL = {k: WQ["hessian"][k] for k in ("probes", "steps", "sigma", "grid", "near_zero", "batch_sequences")}
+WQ_EXAMPLE = next((c for c in WQ_CELLS if c.partition("-winq/")[1]), WQ_CELLS[0])  # a WinQ cell to rerun
 
 
 def wq_eval_model(wildcards):
-    """The model an evaluation reads: the full-precision base model, or a run's checkpoint quantization."""
+    """The model an evaluation reads: the full-precision base model, or a cell's checkpoint quantization."""
     if wildcards.wq_model == "base":
-        return f"results/models/base/{CFG['base_model']}"
+        return WQ_BASE_DIR
     return f"results/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{wildcards.wq_model}"
 
 
 def wq_run_config(wildcards):
-    """What one run depends on, alone (a changed threshold or another run's setting reruns no training)."""
+    """What one run depends on, alone (a changed threshold or another run's setting reruns no training; the seed
+    is the cell's wildcard)."""
     return json_arg(run_config(WQ, wildcards.wq_run))
 
 
 def wq_run_files(name):
-    return expand(f"{WQ_DIR}/runs/{{run}}/{name}", run=WQ_RUNS)
+    return expand(f"{WQ_DIR}/runs/{{cell}}/{name}", cell=WQ_CELLS)

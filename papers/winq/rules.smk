@@ -2,45 +2,46 @@
 # x method (baseline ParetoQ QAT, WinQ, interpolation only, noise only); each trained model checkpoint-quantized by
 # the shared rule (packed codes + learned scales) and evaluated; Hessian spectra by stochastic Lanczos quadrature;
 # the study summary, figures (one rule), claims and the report context that workflow/rules/report.smk renders to
-# reports/winq.html. Every run is a file target, e.g.
-#   results/models/trained/winq/w2-winq
-#   results/winq/eval/w2-winq.json
-#   results/winq/hessian/w2-baseline.json
+# reports/winq.html. Every training cell (one seed of a run) is a file target, e.g.
+#   results/models/trained/winq/w2-winq/seed1
+#   results/winq/eval/w2-winq/seed1.json
+#   results/winq/hessian/w2-baseline/seed1.json
 include: "helpers.smk"
 
 
 wildcard_constraints:
     wq_run=r"[a-z0-9.]+-(baseline|winq|interpolation|noise)",
+    wq_seed=r"0|[1-9][0-9]*",
 
 
 rule wq_train:
-    """One run: low-bit QAT of the base model (resumable: rerunning after a kill continues from its checkpoint.pt)."""
+    """One training cell: low-bit QAT of the base model on one seed (data order, initialisation, noise; resumable:
+    rerunning after a kill continues from its checkpoint.pt)."""
     input:
-        init=f"results/models/base/{CFG['base_model']}",
+        init=WQ_BASE_DIR,
         train=f"data/corpora/{WQ_CORPUS}/train.jsonl",
         validation=f"data/corpora/{WQ_CORPUS}/validation.jsonl",
     output:
-        model=directory(f"{WQ_TRAINED}/{{wq_run}}"),
-        curve=f"{WQ_DIR}/runs/{{wq_run}}/eval_log.csv",
-        log=f"{WQ_DIR}/runs/{{wq_run}}/train_log.csv",
-        summary=f"{WQ_DIR}/runs/{{wq_run}}/train_summary.json",
+        model=directory(f"{WQ_TRAINED}/{{wq_run}}/seed{{wq_seed}}"),
+        curve=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/eval_log.csv",
+        log=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/train_log.csv",
+        summary=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/train_summary.json",
     log:
-        f"{WQ_DIR}/runs/{{wq_run}}/stderr.log",
+        f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/stderr.log",
     conda:
         CONDA_ENV
     threads: 1
     params:
         config=wq_run_config,
-        seed=CFG["seed"],
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.winq train --config-json {params.config}"
-        " --run {wildcards.wq_run} --seed {params.seed} --init {input.init} --train {input.train}"
+        " --run {wildcards.wq_run} --seed {wildcards.wq_seed} --init {input.init} --train {input.train}"
         " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
 
 
 rule wq_evaluate:
-    """One model on the held-out test split: perplexity and the zero-shot tasks. A run is evaluated after the shared
-    checkpoint quantization; base = the full-precision base model."""
+    """One model on the held-out test split: perplexity and the zero-shot tasks. A training cell is evaluated after
+    the shared checkpoint quantization; base = the full-precision base model."""
     input:
         model=wq_eval_model,
         split=f"data/corpora/{WQ_CORPUS}/test.jsonl",
@@ -51,7 +52,7 @@ rule wq_evaluate:
     log:
         "logs/winq/eval/{wq_model}.log",
     wildcard_constraints:
-        wq_model=r"base|[a-z0-9.]+-(baseline|winq|interpolation|noise)",
+        wq_model=r"base|[a-z0-9.]+-(baseline|winq|interpolation|noise)/seed(0|[1-9][0-9]*)",
     conda:
         CONDA_ENV
     threads: 1
@@ -63,20 +64,20 @@ rule wq_evaluate:
 
 
 rule wq_hessian:
-    """The Hessian spectrum of one trained model (stochastic Lanczos quadrature over the quantized layers' latent
-    weights, on the first sequences of the training split)."""
+    """The Hessian spectrum of one trained cell (stochastic Lanczos quadrature over the quantized layers' latent
+    weights, on the first sequences of the training split; the same probes for every cell)."""
     input:
-        model=f"{WQ_TRAINED}/{{wq_run}}",
+        model=f"{WQ_TRAINED}/{{wq_run}}/seed{{wq_seed}}",
         split=f"data/corpora/{WQ_CORPUS}/train.jsonl",
     output:
-        f"{WQ_DIR}/hessian/{{wq_run}}.json",
+        f"{WQ_DIR}/hessian/{{wq_run}}/seed{{wq_seed}}.json",
     log:
-        "logs/winq/hessian/{wq_run}.log",
+        "logs/winq/hessian/{wq_run}/seed{wq_seed}.log",
     conda:
         CONDA_ENV
     threads: 1
     params:
-        config=json_arg({"hessian": WQ["hessian"], "train": {"seq_len": WQ["train"]["seq_len"]}}),
+        config=json_arg({"hessian": WQ_HESSIAN_CELL, "train": {"seq_len": WQ["train"]["seq_len"]}}),
         seed=CFG["seed"],
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.winq hessian --config-json {params.config} --model {input.model}"
@@ -84,13 +85,16 @@ rule wq_hessian:
 
 
 rule wq_summary:
-    """The study's summary: curves, speedups, final quality at equal budget, Hessian spectra."""
+    """The study's summary: per cell and as seed means, curves, gradient norms, speedups, final quality at equal
+    budget, Hessian spectra."""
     input:
         curves=wq_run_files("eval_log.csv"),
+        logs=wq_run_files("train_log.csv"),
         summaries=wq_run_files("train_summary.json"),
         evaluations=WQ_EVALUATIONS,
-        hessians=expand(f"{WQ_DIR}/hessian/{{run}}.json", run=WQ_HESSIAN_RUNS),
-        quantized=expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/winq/{{run}}", run=WQ_RUNS),
+        hessians=WQ_HESSIANS,
+        trained=expand(f"{WQ_TRAINED}/{{cell}}", cell=WQ_CELLS),
+        quantized=WQ_QUANTIZED,
     output:
         f"{WQ_DIR}/summary.json",
     log:
@@ -98,11 +102,11 @@ rule wq_summary:
     conda:
         CONDA_ENV
     params:
-        config=json_arg(WQ),
+        config=json_arg({k: v for k, v in WQ.items() if k != "claims"}),
     shell:
-        "python -m papers.winq summary --config-json {params.config} --curves {input.curves}"
-        " --evaluations {input.evaluations} --hessians {input.hessians} --quantized {input.quantized}"
-        " --out {output} > {log} 2>&1"
+        "python -m papers.winq summary --config-json {params.config} --curves {input.curves} --logs {input.logs}"
+        " --evaluations {input.evaluations} --hessians {input.hessians} --trained {input.trained}"
+        " --quantized {input.quantized} --out {output} > {log} 2>&1"
 
 
 rule wq_figure:
@@ -129,12 +133,13 @@ rule wq_figure:
 
 
 rule wq_claims:
-    """The claims table: each prediction of the config's claims judged on its estimate and 95% interval (paired
-    bootstraps over the test windows, the zero-shot examples or the SLQ probes), and the implementation checks."""
+    """The claims table: each prediction of the config's claims judged on its estimate and 95% interval (over seeds,
+    paired by seed, widened by the bootstraps over the test windows, the zero-shot examples or the SLQ probes the
+    seeds share), and the implementation checks."""
     input:
         summary=f"{WQ_DIR}/summary.json",
-        evaluations=expand(f"{WQ_DIR}/eval/{{run}}.json", run=WQ_RUNS),
-        quantized=expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/winq/{{run}}", run=WQ_RUNS),
+        evaluations=expand(f"{WQ_DIR}/eval/{{cell}}.json", cell=WQ_CELLS),
+        quantized=WQ_QUANTIZED,
     output:
         report(f"{WQ_DIR}/claims.json", caption="report/claims.rst", category="WinQ"),
     log:
@@ -159,7 +164,7 @@ rule wq_context:
         evaluations=WQ_EVALUATIONS,
         curves=wq_run_files("eval_log.csv"),
         logs=wq_run_files("train_log.csv"),
-        hessians=expand(f"{WQ_DIR}/hessian/{{run}}.json", run=WQ_HESSIAN_RUNS),
+        hessians=WQ_HESSIANS,
     output:
         f"{WQ_DIR}/report/context.json",
     log:
@@ -171,7 +176,7 @@ rule wq_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        metadata=[f"{WQ_BASE_DIR}/lowbit_metadata.json"],
         examples=[f"{WQ_TRAINED}/{WQ_EXAMPLE}", f"{WQ_DIR}/eval/{WQ_EXAMPLE}.json"],
     shell:
         "python -m papers.winq context --config-json {params.config} --profile {params.profile}"

@@ -1,12 +1,24 @@
 """The study's configuration and its runs.
 
-The grid: every study setting (``study_settings``, names of ``settings``: a weight bit width and ``null`` or 8
-activation bits) x every method (``methods``: ``baseline`` = ParetoQ QAT, ``winq`` = interpolation + noise, and the
-ablations ``interpolation`` and ``noise``), 6 x 4 = 24 runs by default. A run is named ``<setting>-<method>``, e.g.
-``w2-winq``, ``w1.58-baseline``, ``w2a8-noise`` (setting names hold no ``-``: the schema allows ``[a-z0-9.]``).
+A *run* is ``<setting>-<method>`` (``w2-winq``, ``w1.58-baseline``; setting names hold no ``-``: the schema allows
+``[a-z0-9.]``) and a *training cell* is one seed of it, ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`): a seed
+fixes the data order, the initialisation of anything new and the noise, so two methods of one seed share their data
+order and a claim pairs them by seed.
+
+Which runs, on which seeds:
+
+* ``compared``: setting -> the methods whose runs the claims compare; each is trained on every seed of ``seeds``
+  (the default profile: 3 seeds for W1 and W2 x every method, the baselines of every A16 bit width for the trend
+  over bits, W3's WinQ for its per-setting row);
+* ``figure_methods``: the methods every other study setting also runs, on ``figure_seeds`` only (they fill the
+  figures; the captions say one seed);
+* a study setting's runs are its compared methods and ``figure_methods``, in the order of ``methods``.
 
 Learning rates come per setting group, as in the paper (:func:`learning_rate_group`): ``low_bit`` (W <= 2, A16),
-``a8`` (8-bit activations, any W), ``high_bit`` (W >= 3, A16).
+``a8`` (8-bit activations, any W), ``high_bit`` (W >= 3, A16). The interpolation period ``K`` is a fraction of the
+run per group, as the paper's (``interpolation.fraction``: a quarter for 1-2 bits, 60k of 240k steps; a half for
+>= 3 bits, 40k of 80k): ``K = fraction x max_steps``, an integer >= 1 (checked), so a run interpolates
+``max_steps // K`` times, after optimizer steps ``K, 2K, ..., N`` (:func:`common.winq.winq_step`).
 """
 
 from __future__ import annotations
@@ -16,64 +28,134 @@ from typing import Any
 
 from common.config import active_profile
 from common.qat.lowbit import LOWBIT_BITS
+from common.qat.run import seed_cell
 from common.registry import lookup
 from common.train import TrainConfig
 
 from .run import METHODS
 
 KEY = "winq"
-FIGURES = ("curves", "final", "spectra", "spectra-winq", "hessian-stats")  # the report's figure kinds = ids
+FIGURES = ("curves", "grad-norm", "final", "spectra", "spectra-methods", "hessian-stats")  # the report's figures
 BIT_WIDTHS = {str(bits): bits for bits in LOWBIT_BITS}  # by their YAML spelling: "1", "1.58", "2", "3", "4"
+GROUPS = ("low_bit", "a8", "high_bit")
 
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
-    """The study config of ``profile``, checked beyond the schema (every study setting exists, bit widths and methods
-    are known, interpolation happens within the run, the train fields are valid), ValueError naming the key."""
+    """The study config of ``profile``, checked beyond the schema (every study and compared setting exists, bit
+    widths and methods are known, the baseline of a setting is compared whenever another of its methods is, the
+    figure seeds are among the seeds, the pooled settings compare a baseline, every interpolation period is an
+    integer within the run, the train fields are valid), ValueError naming the key."""
     active = active_profile(config, profile, KEY)
     for name, setting in active["settings"].items():
         lookup(BIT_WIDTHS, str(setting["bits"]), "weight bit width", f"{KEY}.settings.{name}.bits")
     for name in active["study_settings"]:
         lookup(active["settings"], name, "setting", f"{KEY}.study_settings")
-    for method in active["methods"]:
-        lookup(METHODS, method, "method", f"{KEY}.methods")
-    for method in active["hessian"]["methods"]:
-        if method not in active["methods"]:
-            raise ValueError(f"{KEY}.hessian.methods: {method!r} is not a study method; valid: "
-                             f"{', '.join(active['methods'])}")
-    every, steps = active["interpolation"]["every"], active["train"]["max_steps"]
-    if every >= steps:
-        raise ValueError(f"{KEY}.interpolation.every {every} must be below train.max_steps {steps} (no interpolation "
-                         "would happen)")
+    for key in ("methods", "figure_methods", "hessian.methods"):
+        section, _, field = key.rpartition(".")
+        for method in (active[section] if section else active)[field]:
+            lookup(METHODS, method, "method", f"{KEY}.{key}")
+            if method not in active["methods"]:
+                raise ValueError(f"{KEY}.{key}: {method!r} is not a study method; valid: "
+                                 f"{', '.join(active['methods'])}")
+    for name, methods in active["compared"].items():
+        lookup(active["settings"], name, "setting", f"{KEY}.compared")
+        for method in methods:
+            if method not in active["methods"]:
+                raise ValueError(f"{KEY}.compared.{name}: {method!r} is not a study method; valid: "
+                                 f"{', '.join(active['methods'])}")
+        if methods and "baseline" not in methods:
+            raise ValueError(f"{KEY}.compared.{name}: the claims compare every method with the baseline of the same "
+                             "seed: 'baseline' must be compared too")
+    outside = [s for s in active["figure_seeds"] if s not in active["seeds"]]
+    if outside:
+        raise ValueError(f"{KEY}.figure_seeds {outside} are not among the seeds {active['seeds']} (a figure run's "
+                         "baseline is trained on its seed)")
+    for name in active["pooled_settings"]:
+        lookup(active["settings"], name, "setting", f"{KEY}.pooled_settings")
+    for name in active["study_settings"]:
+        if "baseline" not in study_methods(active, name):
+            raise ValueError(f"{KEY}: setting {name!r} has no baseline run (compared or figure_methods)")
+    for group in GROUPS:
+        interpolation_every(active, group)
     for name in run_names(active):
         train_config(active, name)
     return active
 
 
+def compared_methods(config: Mapping[str, Any], setting: str) -> list[str]:
+    """The methods of ``setting`` whose runs the claims compare (trained on every seed), in ``methods`` order; none
+    for a setting outside the study."""
+    if setting not in config["study_settings"]:
+        return []
+    chosen = config["compared"].get(setting) or []
+    return [m for m in config["methods"] if m in chosen]
+
+
+def study_methods(config: Mapping[str, Any], setting: str) -> list[str]:
+    """Every method ``setting`` runs: its compared ones and ``figure_methods``, in ``methods`` order."""
+    chosen = {*compared_methods(config, setting), *config["figure_methods"]}
+    return [m for m in config["methods"] if m in chosen]
+
+
 def run_names(config: Mapping[str, Any]) -> list[str]:
-    """Every run of the grid (module docstring): study settings in their configured order, each with every method
-    in the configured order."""
-    return [f"{setting}-{method}" for setting in config["study_settings"] for method in config["methods"]]
+    """Every run of the study (module docstring): study settings in their configured order, each with its methods
+    (:func:`study_methods`)."""
+    return [f"{setting}-{method}" for setting in config["study_settings"]
+            for method in study_methods(config, setting)]
 
 
-def hessian_runs(config: Mapping[str, Any]) -> list[str]:
-    """The runs whose Hessian spectrum the study computes: every study setting with each of ``hessian.methods``."""
-    return [f"{setting}-{method}" for setting in config["study_settings"] for method in config["hessian"]["methods"]]
+def run_seeds(config: Mapping[str, Any], name: str) -> list[int]:
+    """The seeds of run ``name``: ``seeds`` for a compared run, else ``figure_seeds``."""
+    setting, _, method = name.rpartition("-")
+    return list(config["seeds"] if method in compared_methods(config, setting) else config["figure_seeds"])
+
+
+def training_cells(config: Mapping[str, Any]) -> list[str]:
+    """Every training cell ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`), run by run, seeds ascending."""
+    return [seed_cell(name, seed) for name in run_names(config) for seed in sorted(run_seeds(config, name))]
+
+
+def hessian_cells(config: Mapping[str, Any]) -> list[str]:
+    """The cells whose Hessian spectrum the study computes: every seed of every compared run of a method in
+    ``hessian.methods`` (the spectra the claims compare, paired by seed)."""
+    return [seed_cell(f"{setting}-{method}", seed) for setting in config["study_settings"]
+            for method in compared_methods(config, setting) if method in config["hessian"]["methods"]
+            for seed in sorted(config["seeds"])]
+
+
+def interpolation_every(config: Mapping[str, Any], group: str) -> int:
+    """The interpolation period ``K = fraction x max_steps`` of learning-rate group ``group``; ValueError naming the
+    key when it is not an integer >= 1 (a fraction whose product with ``train.max_steps`` is not whole) or exceeds
+    the run."""
+    fraction, steps = config["interpolation"]["fraction"][group], config["train"]["max_steps"]
+    every = fraction * steps
+    if abs(every - round(every)) > 1e-9 or round(every) < 1:
+        raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} x train.max_steps {steps} = {every:g} is "
+                         "not an integer >= 1 (the interpolation period K in steps)")
+    if round(every) > steps:
+        raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} gives K = {round(every)} above "
+                         f"train.max_steps {steps} (no interpolation would happen)")
+    return round(every)
 
 
 def run_config(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The part of ``config`` that run ``name`` depends on, alone: its setting, its learning-rate group's rate, the
-    interpolation and noise settings only when its method uses them (the noise seed always), the Hadamard flag and
-    the train fields. :func:`run_settings` and :func:`train_config` of this part equal those of ``config``, so a
-    workflow can rerun one run when (and only when) its own settings change."""
+    interpolation fraction of its group and strength only when its method interpolates, the noise sigma only when
+    its method adds noise, and the train fields. :func:`run_settings` and :func:`train_config` of this part equal
+    those of ``config``, so a workflow reruns one run when (and only when) its own settings change (the seed is the
+    cell's, a wildcard)."""
     settings = run_settings(config, name)
     group = learning_rate_group(settings["bits"], settings["activation_bits"])
-    part = {"settings": {settings["setting"]: dict(config["settings"][settings["setting"]])},
-            "study_settings": [settings["setting"]], "methods": [settings["method"]],
-            "learning_rates": {group: config["learning_rates"][group]}, "hadamard": config["hadamard"],
-            "noise": dict(config["noise"]) if settings["noise_sigma"] else {"seed": config["noise"]["seed"]},
-            "train": dict(config["train"])}
+    part: dict[str, Any] = {
+        "settings": {settings["setting"]: dict(config["settings"][settings["setting"]])},
+        "study_settings": [settings["setting"]], "methods": [settings["method"]],
+        "compared": {settings["setting"]: [settings["method"]]}, "figure_methods": [], "seeds": [0],
+        "figure_seeds": [0], "learning_rates": {group: config["learning_rates"][group]},
+        "noise": {"sigma": config["noise"]["sigma"]} if settings["noise_sigma"] else {},
+        "train": dict(config["train"])}
     if settings["interpolation"]:
-        part["interpolation"] = dict(config["interpolation"])
+        part["interpolation"] = {"strength": config["interpolation"]["strength"],
+                                 "fraction": {group: config["interpolation"]["fraction"][group]}}
     return part
 
 
@@ -91,8 +173,9 @@ def learning_rate_group(bits: float, activation_bits: int | None) -> str:
 def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The settings of run ``name``: ``setting``, ``bits``, ``activation_bits``, ``method``, ``lr`` (of the setting's
     :func:`learning_rate_group`), ``interpolation`` (``{"every", "strength"}`` for ``winq`` and ``interpolation``,
-    else None), ``noise_sigma`` (``noise.sigma`` for ``winq`` and ``noise``, else 0.0), ``noise_seed``,
-    ``hadamard``. ValueError naming a name that is not ``<study setting>-<method>`` of this config."""
+    ``every`` = :func:`interpolation_every` of the group; else None), ``noise_sigma`` (``noise.sigma`` for ``winq``
+    and ``noise``, else 0.0), ``hadamard`` (the setting's flag, default false). ValueError naming a name that is not
+    ``<study setting>-<method>`` of a method the setting runs."""
     setting, _, method = name.rpartition("-")
     if not setting:
         raise ValueError(f"run name {name!r} is not <setting>-<method>")
@@ -101,18 +184,27 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
                          f"{', '.join(config['study_settings'])}")
     if method not in config["methods"]:
         raise ValueError(f"run {name!r}: unknown method {method!r}; valid: {', '.join(config['methods'])}")
-    bits, activation_bits = config["settings"][setting]["bits"], config["settings"][setting]["activation_bits"]
+    if method not in study_methods(config, setting):
+        raise ValueError(f"run {name!r}: setting {setting!r} runs {', '.join(study_methods(config, setting))}")
+    entry = config["settings"][setting]
+    bits, activation_bits = entry["bits"], entry["activation_bits"]
+    group = learning_rate_group(bits, activation_bits)
     components = METHODS[method]
     return {"setting": setting, "bits": bits, "activation_bits": activation_bits, "method": method,
-            "lr": config["learning_rates"][learning_rate_group(bits, activation_bits)],
-            "interpolation": ({"every": config["interpolation"]["every"],
+            "lr": config["learning_rates"][group],
+            "interpolation": ({"every": interpolation_every(config, group),
                                "strength": config["interpolation"]["strength"]} if components.interpolate else None),
             "noise_sigma": float(config["noise"]["sigma"]) if components.noise else 0.0,
-            "noise_seed": config["noise"]["seed"], "hadamard": config["hadamard"]}
+            "hadamard": bool(entry.get("hadamard", False))}
 
 
 def train_config(config: Mapping[str, Any], name: str, seed: int = 0) -> TrainConfig:
-    """The :class:`common.train.TrainConfig` of run ``name``: the ``train`` fields, its group's learning rate, data
-    order ``seed`` (the same for every run), no progress bar."""
+    """The :class:`common.train.TrainConfig` of run ``name``: the ``train`` fields, its group's learning rate, the
+    cell's ``seed`` (data order, initialisation and noise), no progress bar."""
     return TrainConfig.from_dict({**config["train"], "lr": run_settings(config, name)["lr"], "seed": seed,
                                   "progress": False})
+
+
+def base_model(config: Mapping[str, Any], workflow_base_model: str) -> str:
+    """The embedded base model the study QATs: its ``base_model``, or the workflow's when null."""
+    return config.get("base_model") or workflow_base_model

@@ -1,36 +1,59 @@
-"""The study's summary, read from the artifacts of every run: convergence curves, speedups, final quality at equal
-budget, the Hessian spectra.
+"""The study's summary, read from the artifacts of every training cell: convergence curves, gradient norms, speedups,
+final quality at equal budget, the Hessian spectra; per cell (one seed of a run) and as seed means per run.
 
-Per run (``settings.run_names``: ``<setting>-<method>``), against the setting's ``baseline`` (ParetoQ QAT, same step
-budget, learning-rate schedule and data order):
+Per cell (``settings.training_cells``: ``<setting>-<method>/seed<k>``), against the ``baseline`` of the same setting
+and seed (ParetoQ QAT, same step budget, learning-rate schedule, data order and initialisation):
 
 * the validation-perplexity curve (``eval_log.csv`` of :func:`common.train.train`: the quantized model, eval mode,
-  every ``eval_every`` steps and at the last step), indexed by steps taken (``step + 1``);
-* **steps to the baseline's quality**: the first curve point whose perplexity is at or below the baseline's final
-  validation perplexity ``P_b`` (None when the run never gets there); the resolution is the evaluation interval;
+  every ``eval_every`` steps and at the last step), indexed by steps taken (``step + 1``), with its first value,
+  its value at half the run (the last evaluation at or before ``max_steps / 2`` steps) and its last;
+* the gradient norm of every step (``train_log.csv``: the total norm before clipping) and its means over the second
+  quarter of the run (steps taken in ``(N/4, N/2]``), the last quarter (``(3N/4, N]``) and the last half
+  (``(N/2, N]``), the integer boundaries ``N // 4``, ``N // 2``, ``3 N // 4``;
+* **steps to the baseline's quality**: the first curve point whose perplexity is at or below the same seed's
+  baseline final validation perplexity ``P_b`` (None when the cell never gets there; the resolution is the
+  evaluation interval);
 * **speedup** ``= steps_b / steps``, where ``steps_b`` is the baseline's own first step at or below ``P_b`` (its
-  last step unless its curve dipped below ``P_b`` earlier): how much sooner the run reaches the baseline's final
-  quality (the paper's 1.5x to 4x); None when it never does;
+  last step unless its curve dipped below ``P_b`` earlier); None when the cell never gets there;
 * **final quality at equal budget** of the checkpoint-quantized model (packed codes and learned scales,
-  ``common.ptq``): perplexity on the held-out test split of the pretraining corpus, cloze ``acc`` and 4-way choice
-  ``acc_norm`` (with binomial standard errors), and the **improvement** ``(P_b - P) / P_b`` of the test perplexity
-  (positive = better than the baseline; the paper's "up to 8.8%");
-* the bits per weight the checkpoint stores (codes and scales of the quantized layers).
+  ``common.ptq``): perplexity on the held-out test split, cloze ``acc`` and 4-way choice ``acc_norm`` (with
+  binomial standard errors), and the **improvement** ``(P_b - P) / P_b`` of the test perplexity over the same seed's
+  baseline (positive = better; the paper's "up to 8.8%");
+* the bits per weight the checkpoint stores, the interpolations performed and the seeds the run recorded (its data
+  order and its noise generator).
 
-Hessian cells (``hessian/<run>.json``, :mod:`papers.winq.hessian`): the near-zero, negative and positive spectral
-mass and the largest |eigenvalue| per run, with the density for the figures.
+Per run: the seeds it was trained on and the seed means (and sample sd) of the final validation and test
+perplexity, the improvement and the speedup (None when a seed never reached the baseline's quality): what the
+figures draw.
+
+Hessian cells (``hessian/<run>/seed<k>.json``, :mod:`papers.winq.hessian`): the near-zero, negative and positive
+spectral mass at the relative threshold of the cell and at the paper's absolute thresholds (recomputed from the Ritz
+values and weights: :func:`threshold_masses`), the largest |eigenvalue|, and the nodes and weights per probe.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common.eval.compare import metric_entry
+import numpy as np
 
-from .settings import run_names, run_settings
+from common.eval.compare import metric_entry
+from common.qat.run import seed_cell
+
+from .settings import (
+    GROUPS,
+    compared_methods,
+    interpolation_every,
+    run_names,
+    run_seeds,
+    run_settings,
+    training_cells,
+)
 
 # (metric, metric group in the evaluation record, field, higher is better, label)
 METRICS: tuple[tuple[str, str, str, bool, str], ...] = (
@@ -52,9 +75,35 @@ def read_curve(path: str | os.PathLike[str]) -> list[tuple[int, float]]:
     return curve
 
 
+def read_grad_norms(path: str | os.PathLike[str]) -> list[float]:
+    """The gradient norm of every step of a ``train_log.csv``, in step order; ValueError naming a log without rows
+    or with a step missing."""
+    with open(path, newline="") as handle:
+        rows = sorted((int(row["step"]), float(row["grad_norm"])) for row in csv.DictReader(handle))
+    if not rows or [s for s, _ in rows] != list(range(len(rows))):
+        raise ValueError(f"training log {str(path)!r} has no row or a step missing")
+    return [g for _, g in rows]
+
+
+def grad_norm_means(norms: Sequence[float]) -> dict[str, float]:
+    """Mean gradient norm over the second quarter, the last quarter and the last half of a run of ``N = len(norms)``
+    steps (0-based indices ``[N//4, N//2)``, ``[3N//4, N)``, ``[N//2, N)``); ValueError for fewer than 4 steps."""
+    n = len(norms)
+    if n < 4:
+        raise ValueError(f"a run of {n} steps has no quarters")
+    return {"second_quarter": float(np.mean(norms[n // 4 : n // 2])),
+            "last_quarter": float(np.mean(norms[3 * n // 4 :])), "last_half": float(np.mean(norms[n // 2 :]))}
+
+
 def steps_to_reach(curve: Sequence[tuple[int, float]], target: float) -> int | None:
     """The first step count of ``curve`` whose perplexity is ``<= target``; None when no point gets there."""
     return next((steps for steps, value in curve if value <= target), None)
+
+
+def value_at_half(curve: Sequence[tuple[int, float]], max_steps: int) -> float:
+    """The perplexity of the last curve point at or before ``max_steps / 2`` steps (the first point when none)."""
+    points = [value for steps, value in curve if 2 * steps <= max_steps]
+    return points[-1] if points else curve[0][1]
 
 
 def improvement(perplexity: float, baseline: float) -> float:
@@ -75,82 +124,164 @@ def evaluated_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def hessian_row(run: str, cell: Mapping[str, Any]) -> dict[str, Any]:
-    """The summary row of one Hessian cell: the run, its bit widths and method, :data:`HESSIAN_FIELDS`, the
-    near-zero threshold, the Hessian's dimension, the probes' seed, and the Ritz values and weights of every probe
-    (``nodes``, ``weights``: the figures' densities and the claims' per-probe statistics)."""
-    return {"run": run, "setting": run.rpartition("-")[0], "bits": cell["bits"],
-            "activation_bits": cell["activation_bits"], "method": cell["method"],
-            **{field: float(cell[field]) for field in HESSIAN_FIELDS},
-            "near_zero_threshold": float(cell["near_zero_threshold"]), "parameters": int(cell["parameters"]),
-            "probes": int(cell["probes"]), "steps": int(cell["steps"]), "seed": int(cell["seed"]),
-            "nodes": cell["nodes"], "weights": cell["weights"], "wall_time_s": float(cell["wall_time_s"])}
+def threshold_masses(cell: Mapping[str, Any], threshold: float) -> dict[str, float]:
+    """The spectral mass with ``|theta| < threshold`` (``near_zero``), ``theta <= -threshold`` (``negative``) and
+    ``theta >= threshold`` (``positive``), the mean over probes of the Ritz weights ``tau_pk`` (the paper's strict
+    ``|eigenvalue| < 1e-3``; the three sum to 1)."""
+    near = negative = positive = 0.0
+    for theta, tau in zip(cell["nodes"], cell["weights"], strict=True):
+        theta, tau = np.asarray(theta, dtype=np.float64), np.asarray(tau, dtype=np.float64)
+        near += float(tau[np.abs(theta) < threshold].sum())
+        negative += float(tau[theta <= -threshold].sum())
+        positive += float(tau[theta >= threshold].sum())
+    probes = len(cell["nodes"])
+    return {"near_zero": near / probes, "negative": negative / probes, "positive": positive / probes}
+
+
+def hessian_row(cell_name: str, cell: Mapping[str, Any], thresholds: Mapping[str, float]) -> dict[str, Any]:
+    """The summary row of one Hessian cell: the cell, run, seed, its bit widths and method, :data:`HESSIAN_FIELDS`
+    (at the cell's relative threshold), the masses at the absolute ``thresholds`` (``{"abs": .., "notebook": ..}``:
+    ``<name>_threshold`` and ``<name>_masses``, :func:`threshold_masses`), the Hessian's dimension, the probes' seed,
+    and the Ritz values and weights of every probe (``nodes``, ``weights``)."""
+    run, _, seed = cell_name.rpartition("/seed")
+    row = {"cell": cell_name, "run": run, "seed": int(seed), "setting": run.rpartition("-")[0], "bits": cell["bits"],
+           "activation_bits": cell["activation_bits"], "method": cell["method"],
+           **{field: float(cell[field]) for field in HESSIAN_FIELDS},
+           "near_zero_threshold": float(cell["near_zero_threshold"]), "parameters": int(cell["parameters"]),
+           "probes": int(cell["probes"]), "steps": int(cell["steps"]), "probe_seed": int(cell["seed"]),
+           "nodes": cell["nodes"], "weights": cell["weights"], "wall_time_s": float(cell["wall_time_s"])}
+    for name, threshold in thresholds.items():
+        row[f"{name}_threshold"] = float(threshold)
+        row[f"{name}_masses"] = threshold_masses(cell, threshold)
+    return row
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    return float(statistics.fmean(values)), (float(statistics.stdev(values)) if len(values) > 1 else None)
 
 
 def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathLike[str]],
-                  evaluations: Mapping[str, Mapping[str, Any]], hessians: Mapping[str, Mapping[str, Any]],
+                  logs: Mapping[str, str | os.PathLike[str]], evaluations: Mapping[str, Mapping[str, Any]],
+                  hessians: Mapping[str, Mapping[str, Any]], records: Mapping[str, Mapping[str, Any]],
                   train_seconds: Mapping[str, float], bits_per_weight: Mapping[str, float]) -> dict[str, Any]:
     """The study's summary (module docstring).
 
-    ``curves``: run -> its ``eval_log.csv``; ``evaluations``: run -> the evaluation record of its checkpoint-quantized
-    model, and ``base`` -> the base model's (full precision); ``hessians``: run -> Hessian cell (any subset of the
-    runs); ``train_seconds`` and ``bits_per_weight``: per run. Every run needs a curve and an evaluation, every
-    setting its baseline run, and ``base`` its evaluation: ValueError naming what is missing.
+    By cell ``<run>/seed<k>``: ``curves`` (its ``eval_log.csv``), ``logs`` (its ``train_log.csv``), ``evaluations``
+    (the evaluation record of its checkpoint-quantized model; ``base``: the base model's, full precision),
+    ``hessians`` (any subset of the cells), ``records`` (the ``qat`` record and ``training`` summary of its
+    checkpoint's ``lowbit_metadata.json``: ``{"qat": .., "training": ..}``), ``train_seconds`` and
+    ``bits_per_weight``. Every cell needs a curve, a training log, a record and an evaluation, and ``base`` its
+    evaluation: ValueError naming what is missing.
     """
-    names = run_names(config)
-    for name in [*names, "base"]:
+    cells = training_cells(config)
+    for name in [*cells, "base"]:
         if name not in evaluations:
             raise ValueError(f"missing evaluation of {name!r}")
-    for name in names:
-        if name not in curves:
-            raise ValueError(f"run {name!r} has no evaluation log (eval_log.csv)")
-    for setting in config["study_settings"]:
-        if f"{setting}-baseline" not in names:
-            raise ValueError(f"setting {setting!r} has no baseline run: the study's methods must include 'baseline'")
-    read = {name: read_curve(curves[name]) for name in names}
-    metrics = {name: evaluated_metrics(evaluations[name]) for name in [*names, "base"]}
+    for what, given in (("evaluation log (eval_log.csv)", curves), ("training log (train_log.csv)", logs),
+                        ("checkpoint record (lowbit_metadata.json)", records)):
+        for name in cells:
+            if name not in given:
+                raise ValueError(f"cell {name!r} has no {what}")
+    read = {name: read_curve(curves[name]) for name in cells}
+    norms = {name: read_grad_norms(logs[name]) for name in cells}
+    metrics = {name: evaluated_metrics(evaluations[name]) for name in [*cells, "base"]}
+    max_steps = config["train"]["max_steps"]
     rows = []
-    for name in names:
-        settings = run_settings(config, name)
-        baseline = f"{settings['setting']}-baseline"
+    for name in cells:
+        run, _, seed = name.rpartition("/seed")
+        settings = run_settings(config, run)
+        baseline = seed_cell(f"{settings['setting']}-baseline", int(seed))
         target = read[baseline][-1][1]
         steps, steps_baseline = steps_to_reach(read[name], target), steps_to_reach(read[baseline], target)
+        record = records[name]
         rows.append({
-            "run": name, "setting": settings["setting"], "bits": settings["bits"],
-            "activation_bits": settings["activation_bits"], "method": settings["method"], "lr": settings["lr"],
-            "steps": read[name][-1][0], "final_val_perplexity": read[name][-1][1],
+            "cell": name, "run": run, "seed": int(seed), "setting": settings["setting"], "bits": settings["bits"],
+            "activation_bits": settings["activation_bits"], "hadamard": settings["hadamard"],
+            "method": settings["method"], "lr": settings["lr"],
+            "every": (settings["interpolation"] or {}).get("every"),
+            "interpolations": int(record["qat"].get("interpolations", 0)),
+            "data_seed": int(record["training"]["config"]["seed"]),
+            "noise_seed": record["qat"].get("noise_seed"),
+            "steps": read[name][-1][0], "first_val_perplexity": read[name][0][1],
+            "half_val_perplexity": value_at_half(read[name], max_steps), "final_val_perplexity": read[name][-1][1],
             "baseline_final_val_perplexity": target, "steps_to_baseline": steps,
+            "baseline_steps_to_baseline": steps_baseline,
             "speedup": None if steps is None else steps_baseline / steps,
+            "grad_norm": grad_norm_means(norms[name]),
             "metrics": metrics[name],
             "improvement": improvement(metrics[name]["perplexity"], metrics[baseline]["perplexity"]),
             "bits_per_weight": float(bits_per_weight[name]) if name in bits_per_weight else None,
             "train_seconds": float(train_seconds.get(name, 0.0)),
         })
-    return {"runs": rows, "base": metrics["base"],
+    runs = []
+    for run in run_names(config):
+        mine = [r for r in rows if r["run"] == run]
+        first = mine[0]
+        final, final_sd = _mean_sd([r["final_val_perplexity"] for r in mine])
+        test, test_sd = _mean_sd([r["metrics"]["perplexity"] for r in mine])
+        gain, gain_sd = _mean_sd([r["improvement"] for r in mine])
+        speedups = [r["speedup"] for r in mine]
+        runs.append({
+            "run": run, "setting": first["setting"], "bits": first["bits"], "activation_bits": first["activation_bits"],
+            "hadamard": first["hadamard"], "method": first["method"], "lr": first["lr"], "every": first["every"],
+            "seeds": [r["seed"] for r in mine],
+            "compared": first["method"] in compared_methods(config, first["setting"]),
+            "final_val_perplexity": final, "final_val_perplexity_sd": final_sd,
+            "test_perplexity": test, "test_perplexity_sd": test_sd, "improvement": gain, "improvement_sd": gain_sd,
+            "speedup": None if None in speedups else float(statistics.fmean(speedups)),
+            "speedups": speedups, "bits_per_weight": first["bits_per_weight"],
+            "train_seconds": sum(r["train_seconds"] for r in mine)})
+    hessian_config = config["hessian"]
+    thresholds = {"abs": hessian_config["near_zero_abs"], "notebook": hessian_config["near_zero_notebook"]}
+    return {"cells": rows, "runs": runs, "base": metrics["base"],
             "curves": {name: {"steps": [s for s, _ in read[name]], "perplexity": [p for _, p in read[name]]}
-                       for name in names},
-            "hessian": [hessian_row(run, hessians[run]) for run in names if run in hessians],
+                       for name in cells},
+            "grad_norms": {name: norms[name] for name in cells},
+            "hessian": [hessian_row(name, hessians[name], thresholds) for name in cells if name in hessians],
             "settings": list(config["study_settings"]), "methods": list(config["methods"]),
-            "interpolation": dict(config["interpolation"]), "noise_sigma": config["noise"]["sigma"],
-            "learning_rates": dict(config["learning_rates"]), "eval_every": config["train"]["eval_every"]}
+            "compared": {s: compared_methods(config, s) for s in config["study_settings"]},
+            "seeds": {run: run_seeds(config, run) for run in run_names(config)},
+            "pooled_settings": [s for s in config["pooled_settings"] if s in config["study_settings"]],
+            "interpolation": {"strength": config["interpolation"]["strength"],
+                              "every": {group: interpolation_every(config, group) for group in GROUPS}},
+            "noise_sigma": config["noise"]["sigma"], "learning_rates": dict(config["learning_rates"]),
+            "eval_every": config["train"]["eval_every"], "max_steps": max_steps,
+            "hessian_thresholds": {"relative": hessian_config["near_zero"], **thresholds}}
 
 
 def row_of(summary: Mapping[str, Any], run: str) -> Mapping[str, Any]:
-    """The summary row of ``run`` (ValueError naming an unknown run)."""
+    """The run-level summary row of ``run`` (seed means; ValueError naming an unknown run)."""
     for row in summary["runs"]:
         if row["run"] == run:
             return row
     raise ValueError(f"no run {run!r} in the summary; runs: {', '.join(r['run'] for r in summary['runs'])}")
 
 
-def hessian_of(summary: Mapping[str, Any], run: str) -> Mapping[str, Any] | None:
-    """The Hessian row of ``run``, None when the study computed no spectrum for it."""
-    return next((row for row in summary["hessian"] if row["run"] == run), None)
+def cell_of(summary: Mapping[str, Any], cell: str) -> Mapping[str, Any] | None:
+    """The summary row of training cell ``<run>/seed<k>``, None when the study did not train it."""
+    return next((row for row in summary["cells"] if row["cell"] == cell), None)
+
+
+def hessian_of(summary: Mapping[str, Any], cell: str) -> Mapping[str, Any] | None:
+    """The Hessian row of cell ``cell``, None when the study computed no spectrum for it."""
+    return next((row for row in summary["hessian"] if row["cell"] == cell), None)
 
 
 def run_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One flat record per run (the notebook's and the report's table): settings, speedup, final quality."""
-    return [{"run": r["run"], "setting": r["setting"], "method": r["method"], "lr": r["lr"],
-             "final val ppl": r["final_val_perplexity"], "steps to baseline": r["steps_to_baseline"],
+    """One flat record per training cell (the notebook's table): settings, speedup, final quality."""
+    return [{"cell": r["cell"], "run": r["run"], "seed": r["seed"], "setting": r["setting"], "method": r["method"],
+             "lr": r["lr"], "final val ppl": r["final_val_perplexity"], "steps to baseline": r["steps_to_baseline"],
              "speedup": r["speedup"], **{label: r["metrics"][m] for m, *_, label in METRICS},
-             "improvement": r["improvement"], "bits/weight": r["bits_per_weight"]} for r in summary["runs"]]
+             "improvement": r["improvement"], "grad norm last/second quarter":
+                 r["grad_norm"]["last_quarter"] / r["grad_norm"]["second_quarter"],
+             "bits/weight": r["bits_per_weight"]} for r in summary["cells"]]
+
+
+def mean_curve(curves: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and the sample sd (0 for one curve) over curves of one length, pointwise."""
+    data = np.asarray(curves, dtype=np.float64)
+    return data.mean(axis=0), (data.std(axis=0, ddof=1) if len(data) > 1 else np.zeros(data.shape[1]))
+
+
+def is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

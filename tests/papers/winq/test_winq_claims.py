@@ -1,6 +1,7 @@
 """The claims table as evidence: every claim function on planted data where it is reproduced, contradicted and
-inconclusive (the verdict follows the data both ways), the speedup not testable with its reason, the table's ids
-against the config, the implementation checks, and the claims step's document."""
+inconclusive (the verdict follows the data both ways), with seeds paired by seed; a row whose runs have one seed or
+whose setting is outside the study is not testable with its reason; the table's ids against the config; the
+implementation checks; the claims step's document."""
 
 import json
 import math
@@ -10,6 +11,8 @@ import pytest
 import yaml
 from winq_testing import (
     CONFIG,
+    GRAD_NORMS,
+    PLANTED,
     WINDOW_TOKENS,
     WINDOWS,
     build_study,
@@ -23,7 +26,7 @@ from common.report import ClaimSpec, ImplementationCheckFailed, Prediction, clai
 from common.uncertainty import Evidence
 from papers.winq import claims as wc
 from papers.winq.__main__ import main
-from papers.winq.settings import run_names, run_settings
+from papers.winq.settings import run_settings, training_cells
 from papers.winq.study import study_summary
 
 EVIDENCE = Evidence(level=0.95, resamples=1000, seed=0)
@@ -31,6 +34,8 @@ SPECS = claim_specs(yaml.safe_load(CONFIG.read_text())["winq"]["claims"])
 SETTINGS = list(yaml.safe_load(CONFIG.read_text())["winq"]["settings"])
 EXAMPLES = 64
 Z = np.array([(-1.0) ** w for w in range(WINDOWS)])  # a zero-sum pattern of window difficulty
+SEEDS = (0, 1)
+SEED_INTERVAL = "t-interval over 2 seeds (paired by seed), widened by the evaluation sampling the seeds share"
 
 
 def windows(ppl, spread=0.0, pattern=Z):
@@ -39,23 +44,24 @@ def windows(ppl, spread=0.0, pattern=Z):
     return WINDOW_TOKENS * (math.log(ppl) + spread * pattern)
 
 
-def record(run, ppl, spread=0.0, pattern=Z, cloze=None, choice=None):
+def record(cell, ppl, spread=0.0, pattern=Z, cloze=None, choice=None):
     cloze = np.arange(EXAMPLES) < EXAMPLES // 2 if cloze is None else cloze
     choice = np.arange(EXAMPLES) < EXAMPLES // 4 if choice is None else choice
-    return scored_evaluation(run, windows(ppl, spread, pattern), cloze, choice)
+    return scored_evaluation(cell, windows(ppl, spread, pattern), cloze, choice)
 
 
-def make_study(tmp_path, *, evaluations=None, hessians=None, config=None):
-    """The planted smoke study (``winq_testing.build_study``) with ``evaluations`` (run -> record) and
-    ``hessians`` replacing the planted ones."""
-    config, curves, records, cells, seconds, bits = build_study(tmp_path, config, hessians=hessians)
+def make_study(tmp_path, *, evaluations=None, hessians=None, config=None, **planted):
+    """The planted smoke study (``winq_testing.build_study``, ``planted``: its ``planted`` / ``grad_norms``) with
+    ``evaluations`` (cell -> record) and ``hessians`` (cell -> Hessian cell) replacing the planted ones."""
+    config, curves, logs, records, cells, qat, seconds, bits = build_study(tmp_path, config, **planted)
     records.update(evaluations or {})
-    summary = study_summary(config, curves, records, cells, seconds, bits)
-    runs = run_names(config)
-    return wc.Study(summary=summary, evaluations={r: records[r] for r in runs},
-                    quantized={r: quantization_config(run_settings(config, r)["bits"]) for r in runs},
+    cells.update(hessians or {})
+    summary = study_summary(config, curves, logs, records, cells, qat, seconds, bits)
+    names = training_cells(config)
+    return wc.Study(summary=summary, evaluations={c: records[c] for c in names},
+                    quantized={c: quantization_config(run_settings(config, c.split("/")[0])["bits"]) for c in names},
                     summary_path="results/winq/summary.json",
-                    evaluation_paths={r: f"results/winq/eval/{r}.json" for r in runs})
+                    evaluation_paths={c: f"results/winq/eval/{c}.json" for c in names})
 
 
 def spec(cid, direction=None, threshold=None):
@@ -67,84 +73,109 @@ def spec(cid, direction=None, threshold=None):
     return ClaimSpec(base.id, base.group, base.statement, base.paper, prediction)
 
 
-# ---------------------------------------------------------------------------- perplexity at equal budget, per setting
-@pytest.mark.parametrize(("winq", "spread", "verdict"), [
-    (92.0, 0.3, "reproduced"),  # 8% lower in every window: the shared window difficulty pairs out
-    (108.0, 0.3, "contradicted"),
-    (99.9, -0.3, "inconclusive"),  # 0.1% lower overall, but better and worse by ~45% window to window
+def per_seed(run, values, spread=0.3):
+    """``{<run>/seed<k>: record of perplexity values[k]}``."""
+    return {f"{run}/seed{k}": record(f"{run}/seed{k}", v, spread) for k, v in zip(SEEDS, values, strict=True)}
+
+
+# ---------------------------------------------------------------------------- perplexity at equal budget
+@pytest.mark.parametrize(("winq", "verdict"), [
+    ((92.0, 92.0), "reproduced"),  # 8% lower in every window and seed: the shared window difficulty pairs out
+    ((108.0, 108.0), "contradicted"),
+    ((92.0, 106.0), "inconclusive"),  # better on one seed, worse on the other
 ])
-def test_lower_perplexity(tmp_path, winq, spread, verdict):
-    study = make_study(tmp_path, evaluations={"w2-baseline": record("w2-baseline", 100.0, 0.3),
-                                              "w2-winq": record("w2-winq", winq, spread)})
-    claim = wc.lower_perplexity(SPECS["winq_lower_perplexity_w2"], study, EVIDENCE, "w2")
+def test_lower_perplexity(tmp_path, winq, verdict):
+    study = make_study(tmp_path, evaluations={**per_seed("w1-baseline", (100.0, 100.0)),
+                                              **per_seed("w1-winq", winq)})
+    claim = wc.lower_perplexity(SPECS["winq_lower_perplexity_w1"], study, EVIDENCE, "w1")
     assert claim.verdict == verdict
-    assert claim.estimate.value == pytest.approx(100 * (1 - winq / 100.0))
+    assert claim.estimate.value == pytest.approx(np.mean([100 - w for w in winq]))
     assert claim.estimate.low <= claim.estimate.value <= claim.estimate.high
-    assert claim.estimate.method.startswith(f"paired bootstrap over {WINDOWS} test windows (1000 resamples, seed 0")
-    assert claim.detail == f"W2A16: test perplexity 100.00 (baseline) -> {winq:.2f} (winq), {100 - winq:+.2f}%"
-    assert claim.evidence == ("results/winq/eval/w2-winq.json", "results/winq/eval/w2-baseline.json")
+    assert claim.estimate.method.startswith(SEED_INTERVAL)
+    assert f"paired bootstrap over {WINDOWS} test windows" in claim.estimate.method
+    assert claim.detail.startswith(f"W1A16: test perplexity 100.00 (baseline) -> {np.mean(winq):.2f} (winq), mean "
+                                   "over seeds 0, 1; per seed 0: ")
+    assert claim.evidence == tuple(f"results/winq/eval/{r}/seed{k}.json" for k in SEEDS
+                                   for r in ("w1-winq", "w1-baseline"))
 
 
-def test_lower_perplexity_intervals_are_paired(tmp_path):
-    """The same shift, unpaired (the windows' difficulty reversed for WinQ), is far less certain."""
+def test_the_window_sampling_widens_the_seed_interval(tmp_path):
+    """Two seeds that agree exactly: the interval is the evaluation sampling alone, paired (narrow) or not."""
     paired, unpaired = (
-        wc.lower_perplexity(SPECS["winq_lower_perplexity_w2"], make_study(
-            tmp_path / name, evaluations={"w2-baseline": record("w2-baseline", 100.0, 0.3),
-                                          "w2-winq": record("w2-winq", 99.0, 0.3, pattern)}), EVIDENCE, "w2").estimate
-        for name, pattern in (("paired", Z), ("reversed", -Z)))
-    assert paired.high - paired.low < 1e-9 < 10 < unpaired.high - unpaired.low
+        wc.lower_perplexity(SPECS["winq_lower_perplexity_w1"], make_study(
+            tmp_path / name, evaluations={
+                **per_seed("w1-baseline", (100.0, 100.0)),
+                **{f"w1-winq/seed{k}": record(f"w1-winq/seed{k}", 99.0, 0.3, pattern) for k in SEEDS}}),
+            EVIDENCE, "w1").estimate for name, pattern in (("paired", Z), ("reversed", -Z)))
+    assert paired.high - paired.low < 1e-6 < 10 < unpaired.high - unpaired.low
     assert paired.value == pytest.approx(unpaired.value)
 
 
-@pytest.mark.parametrize(("winq", "spread", "verdict"), [
-    (100.0, 0.0, "reproduced"),  # the paper's W3A16 tie: |improvement| < 0.92%
-    (95.0, 0.0, "contradicted"),  # 5% better: outside the margin
-    (100.0, -0.3, "inconclusive"),
+@pytest.mark.parametrize(("winq", "verdict"), [
+    ((100.0, 100.0), "reproduced"),  # the paper's W3A16 tie: |improvement| < 0.92%
+    ((95.0, 95.0), "contradicted"),  # 5% better: outside the margin
+    ((99.0, 101.5), "inconclusive"),
 ])
-def test_lower_perplexity_within_the_papers_tie(tmp_path, winq, spread, verdict):
-    study = make_study(tmp_path, evaluations={"w2-baseline": record("w2-baseline", 100.0, 0.3),
-                                              "w2-winq": record("w2-winq", winq, 0.3 if spread == 0 else spread)})
-    claim = wc.lower_perplexity(SPECS["winq_lower_perplexity_w3"], study, EVIDENCE, "w2")
+def test_lower_perplexity_within_the_papers_tie(tmp_path, winq, verdict):
+    study = make_study(tmp_path, evaluations={**per_seed("w1-baseline", (100.0, 100.0)),
+                                              **per_seed("w1-winq", winq)})
+    claim = wc.lower_perplexity(SPECS["winq_lower_perplexity_w3"], study, EVIDENCE, "w1")
     assert SPECS["winq_lower_perplexity_w3"].prediction.direction == "within"
     assert claim.verdict == verdict
 
 
+def test_one_seed_has_the_window_interval_alone(tmp_path):
+    config = {**smoke_config(), "seeds": [0]}
+    planted = {"w1-baseline/seed0": record("w1-baseline/seed0", 100.0, 0.3),
+               "w1-winq/seed0": record("w1-winq/seed0", 92.0, 0.3)}
+    study = make_study(tmp_path, config=config, evaluations=planted)
+    claim = wc.lower_perplexity(SPECS["winq_lower_perplexity_w1"], study, EVIDENCE, "w1")
+    assert claim.verdict == "reproduced"
+    assert claim.estimate.method.endswith("1 seed: no seed-to-seed variation")
+
+
 # ------------------------------------------------------------------------------------------ the ablation, pooled
-ABLATION = {"both_components_matter_interpolation_alone": ("interpolation", "baseline"),
-            "both_components_matter_noise_alone": ("noise", "baseline"),
-            "both_components_matter_without_noise": ("winq", "interpolation"),
-            "both_components_matter_without_interpolation": ("winq", "noise")}
+ABLATION = {"interpolation_alone_improves": ("interpolation", "baseline"),
+            "noise_alone_improves": ("noise", "baseline"),
+            "winq_beats_interpolation": ("winq", "interpolation"),
+            "winq_beats_noise": ("winq", "noise")}
 
 
 @pytest.mark.parametrize("cid", list(ABLATION))
-@pytest.mark.parametrize(("w2", "w4", "spread", "verdict"), [
-    (95.0, 97.0, 0.3, "reproduced"),  # 5% and 3% better: 4% on average
-    (105.0, 103.0, 0.3, "contradicted"),
-    (90.0, 110.0, -0.3, "inconclusive"),  # better in one setting, worse in the other, noisy windows
+@pytest.mark.parametrize(("values", "verdict"), [
+    ((95.0, 95.5), "reproduced"),  # 5% and 4.5% better (2 seeds: t_0.975,1 = 12.7 x the se of the mean)
+    ((105.0, 104.5), "contradicted"),
+    ((90.0, 110.0), "inconclusive"),  # better on one seed, worse on the other
 ])
-def test_pooled_ablation(tmp_path, cid, w2, w4, spread, verdict):
-    model, reference = ABLATION[cid]
-    planted = {}
-    for setting, ppl in (("w2", w2), ("w4", w4)):
-        planted[f"{setting}-{reference}"] = record(f"{setting}-{reference}", 100.0, 0.3)
-        planted[f"{setting}-{model}"] = record(f"{setting}-{model}", ppl, spread)
-    claim = SPECS[cid]
-    row = wc.POOLED_ROWS[cid](claim, make_study(tmp_path, evaluations=planted), EVIDENCE)
+def test_pooled_ablation(tmp_path, cid, values, verdict):
+    model, reference = ABLATION[cid]  # the smoke study compares every method at W1 only
+    planted = {**per_seed(f"w1-{reference}", (100.0, 100.0)), **per_seed(f"w1-{model}", values)}
+    row = wc.POOLED_ROWS[cid](SPECS[cid], make_study(tmp_path, evaluations=planted), EVIDENCE)
     assert row.verdict == verdict
-    assert row.estimate.value == pytest.approx(((100 - w2) + (100 - w4)) / 2)
-    assert row.detail.startswith(f"W2A16: test perplexity 100.00 ({reference}) -> {w2:.2f} ({model})")
-    assert "; W4A16: " in row.detail
+    assert row.estimate.value == pytest.approx(np.mean([100 - v for v in values]), abs=1e-9)
+    assert row.detail.startswith(f"W1A16: test perplexity 100.00 ({reference}) -> {np.mean(values):.2f} ({model})")
+    assert "W2A16" not in row.detail
     assert len(row.evidence) == 4
 
 
-def test_a_missing_method_is_not_testable(tmp_path):
-    config = {**smoke_config(), "methods": ["baseline", "winq"]}
-    config["hessian"] = {**config["hessian"], "methods": ["baseline", "winq"]}
+def test_winq_pooled_over_both_settings(tmp_path):
+    planted = {}
+    for setting, ppl in (("w1", 90.0), ("w2", 96.0)):
+        planted |= {**per_seed(f"{setting}-baseline", (100.0, 100.0)), **per_seed(f"{setting}-winq", (ppl, ppl))}
+    row = wc.POOLED_ROWS["winq_lower_perplexity_pooled"](SPECS["winq_lower_perplexity_pooled"],
+                                                         make_study(tmp_path, evaluations=planted), EVIDENCE)
+    assert row.verdict == "reproduced"
+    assert row.estimate.value == pytest.approx(7.0)
+    assert "; W2A16: test perplexity 100.00 (baseline) -> 96.00 (winq)" in row.detail
+
+
+def test_a_method_no_pooled_setting_compares_is_not_testable(tmp_path):
+    config = {**smoke_config(), "compared": {"w1": ["baseline", "winq"], "w2": ["baseline", "winq"]}}
+    config["hessian"] = {**config["hessian"], "methods": ["baseline"]}
     study = make_study(tmp_path, config=config)
-    row = wc.POOLED_ROWS["both_components_matter_noise_alone"](SPECS["both_components_matter_noise_alone"], study,
-                                                                EVIDENCE)
+    row = wc.POOLED_ROWS["noise_alone_improves"](SPECS["noise_alone_improves"], study, EVIDENCE)
     assert row.verdict == "not testable at this scale"
-    assert row.reason == "the study's methods (baseline, winq) lack noise"
+    assert row.reason == "no pooled setting (w1, w2) compares noise and baseline on the seeds"
     assert row.estimate is None
 
 
@@ -155,155 +186,303 @@ def correct(first, last):
 
 @pytest.mark.parametrize("task", ["cloze", "choice"])
 @pytest.mark.parametrize(("winq", "verdict", "value"), [
-    (correct(0, 32), "reproduced", 25.0),  # every baseline hit and 16 more
-    (correct(0, 4), "contradicted", -18.75),
-    (correct(16, 32), "inconclusive", 0.0),  # as many hits, on other examples
+    ((correct(0, 32),) * 3, "reproduced", 25.0),  # every baseline hit and 16 more
+    ((correct(0, 0),) * 3, "contradicted", -25.0),
+    ((correct(0, 32), correct(0, 0), correct(0, 16)), "inconclusive", 0.0),  # the seeds disagree
 ])
 def test_zero_shot(tmp_path, task, winq, verdict, value):
+    """Three seeds: the examples' sampling, shared by the seeds, is widened by t_0.975,2 = 4.3."""
     baseline = correct(0, 16)
     planted = {}
-    for setting in ("w2", "w4"):
-        for run, hits in ((f"{setting}-baseline", baseline), (f"{setting}-winq", winq)):
-            planted[run] = record(run, 100.0, **{task: hits})
-    row = wc.zero_shot(SPECS[f"winq_zero_shot_{task}"], make_study(tmp_path, evaluations=planted), EVIDENCE,
-                       task=task)
+    for setting in ("w1", "w2"):
+        for k in range(3):
+            for run, hits in ((f"{setting}-baseline", baseline), (f"{setting}-winq", winq[k])):
+                planted[f"{run}/seed{k}"] = record(f"{run}/seed{k}", 100.0, **{task: hits})
+    study = make_study(tmp_path, evaluations=planted, config={**smoke_config(), "seeds": [0, 1, 2]})
+    row = wc.zero_shot(SPECS[f"winq_zero_shot_{task}"], study, EVIDENCE, task=task)
     assert row.verdict == verdict
     assert row.estimate.value == pytest.approx(value)
-    assert row.estimate.method.startswith(f"paired bootstrap over {EXAMPLES} {task} examples")
-    label = {"cloze": "cloze acc", "choice": "choice acc_norm"}[task]  # the summary's accuracies
-    assert row.detail.startswith(f"W2A16: {label} 0.250 (baseline) -> {winq.mean():.3f} (winq)")
+    assert f"paired bootstrap over {EXAMPLES} {task} examples" in row.estimate.method
+    label = {"cloze": "acc", "choice": "acc_norm"}[task]
+    assert row.detail.startswith(f"W1A16: {task} {label} 0.250 (baseline) -> ")
 
 
 # ------------------------------------------------------------------------------------------------- the speedup
-@pytest.mark.parametrize("curve", [[110.0, 88.0, 80.0], [130.0, 120.0, 95.0]])
-def test_speedup_is_not_testable_with_one_seed(tmp_path, curve):
-    config, curves, records, cells, seconds, bits = build_study(tmp_path, planted={
-        "baseline": ([120.0, 100.0, 90.0], 100.0), "winq": (curve, 92.0), "interpolation": ([1, 1, 1], 95.0),
-        "noise": ([1, 1, 1], 98.0)})
-    summary = study_summary(config, curves, records, cells, seconds, bits)
-    study = wc.Study(summary, records, {}, "results/winq/summary.json", {})
-    row = wc.speedup(SPECS["winq_faster_w2"], study, EVIDENCE, "w2")
+@pytest.mark.parametrize(("curves", "verdict", "value"), [
+    # WinQ at or below the baseline's 90 after 4 steps on both seeds: 3x
+    ({0: [100.0, 90.0, 85.0, 84.0, 81.0, 80.0], 1: [100.0, 90.0, 85.0, 84.0, 81.0, 80.0]}, "reproduced", 3.0),
+    # only at the last step: 1x
+    ({0: [130.0, 120.0, 100.0, 95.0, 91.0, 90.0], 1: [130.0, 120.0, 100.0, 95.0, 91.0, 90.0]}, "contradicted", 1.0),
+    ({0: [100.0, 90.0, 85.0, 84.0, 81.0, 80.0], 1: [130.0, 120.0, 100.0, 95.0, 91.0, 90.0]}, "inconclusive", 2.0),
+])
+def test_speedup(tmp_path, curves, verdict, value):
+    planted = {**PLANTED, "winq": {k: (c, 92.0) for k, c in curves.items()}}
+    study = make_study(tmp_path, planted=planted)
+    row = wc.speedup(SPECS["winq_faster_w1"], study, EVIDENCE, "w1")
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(value)
+    assert row.estimate.method == "t-interval over 2 seeds"
+    assert row.detail.startswith("W1A16: the baseline reaches its final validation perplexity after 12, 12 steps "
+                                 "(seeds 0, 1); WinQ's speedup per seed 0: ")
+    assert row.detail.endswith("resolution: evaluated every 2 steps, so the speedups next to 1.5x are 1.500x and "
+                               "2.000x (33.3% apart)")
+
+
+def test_a_speedup_never_reached_counts_after_the_run(tmp_path):
+    planted = {**PLANTED, "winq": PLANTED["noise"]}  # never at or below 90
+    row = wc.speedup(SPECS["winq_faster_w1"], make_study(tmp_path, planted=planted), EVIDENCE, "w1")
+    assert row.estimate.value == pytest.approx(12 / 14)
+    assert "(never reached by seeds 0, 1: counted at step 14)" in row.detail
+    assert row.verdict == "contradicted"
+
+
+def test_one_seed_leaves_a_trajectory_row_not_testable(tmp_path):
+    study = make_study(tmp_path, config={**smoke_config(), "seeds": [0]})
+    row = wc.speedup(SPECS["winq_faster_w1"], study, EVIDENCE, "w1")
     assert row.verdict == "not testable at this scale"
-    assert row.reason == wc.SPEEDUP_REASON
-    assert "eval_log.csv" in row.reason
-    assert "issue 14" in row.reason
-    reached = "8 steps, 1.50x" if curve[1] < 90 else "never reached"
-    assert row.detail == (f"W2A16: baseline 12 steps to its final validation perplexity 90.00; WinQ {reached} "
-                          "(evaluated every 4 steps)")
+    assert row.reason == wc.ONE_SEED
+    assert row.detail.startswith("W1A16: the baseline reaches")
+    row = wc.FIXED_ROWS["baseline_stagnates_grad_norm"](SPECS["baseline_stagnates_grad_norm"], study, EVIDENCE)
+    assert row.reason == wc.ONE_SEED
+
+
+def test_speedup_resolution():
+    assert wc.speedup_resolution(960, 24, 1.5) == ("resolution: evaluated every 24 steps, so the speedups next to 1.5x "
+                                                   "are 1.481x and 1.538x (3.8% apart)")
+
+
+# ------------------------------------------------------------------------------------------ training dynamics
+def decaying(last):
+    """12 steps of gradient norm: 1 (first quarter), 0.8 (second), 0.5, ``last`` (last quarter)."""
+    return [1.0] * 3 + [0.8] * 3 + [0.5] * 3 + [last] * 3
+
+
+@pytest.mark.parametrize(("last", "verdict"), [
+    ((0.2, 0.2), "reproduced"),  # a quarter of the second quarter's norm on both seeds (the paper: toward zero)
+    ((1.6, 1.6), "contradicted"),  # rising
+    ((0.2, 0.8), "inconclusive"),
+])
+def test_baseline_stagnates_grad_norm(tmp_path, last, verdict):
+    norms = {**GRAD_NORMS, "baseline": {k: decaying(v) for k, v in zip(SEEDS, last, strict=True)}}
+    row = wc.FIXED_ROWS["baseline_stagnates_grad_norm"](SPECS["baseline_stagnates_grad_norm"],
+                                                        make_study(tmp_path, grad_norms=norms), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean(last) / 0.8)
+    assert row.estimate.method == "t-interval over 2 seeds"
+    assert row.detail.startswith("W1A16: gradient norm last / second quarter per seed 0: ")
+    assert "; W2A16: " in row.detail
+
+
+def curve(half):
+    """Validation perplexity 200 -> 150 (step 2) -> ``half`` (step 6) -> 100 (step 12)."""
+    return [200.0, 150.0, half, (half + 100.0) / 2, 100.5, 100.0]
+
+
+@pytest.mark.parametrize(("half", "verdict"), [
+    ((102.0, 102.0), "reproduced"),  # ln(1.02) / ln(2) = 2.9% of the gain in the last half
+    ((150.0, 150.0), "contradicted"),  # 58%
+    ((102.0, 150.0), "inconclusive"),
+])
+def test_baseline_stagnates_perplexity(tmp_path, half, verdict):
+    planted = {**PLANTED, "baseline": {k: (curve(h), 100.0) for k, h in zip(SEEDS, half, strict=True)}}
+    row = wc.FIXED_ROWS["baseline_stagnates_perplexity"](SPECS["baseline_stagnates_perplexity"],
+                                                         make_study(tmp_path, planted=planted), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean([100 * math.log(h / 100) / math.log(2) for h in half]))
+
+
+@pytest.mark.parametrize(("factor", "verdict"), [
+    ((1.5, 1.5), "reproduced"),
+    ((0.5, 0.5), "contradicted"),
+    ((1.5, 0.6), "inconclusive"),
+])
+def test_noise_larger_grad_norm(tmp_path, factor, verdict):
+    norms = {**GRAD_NORMS, "noise": {k: [f * g for g in GRAD_NORMS["baseline"]] for k, f in
+                                     zip(SEEDS, factor, strict=True)}}
+    row = wc.FIXED_ROWS["noise_larger_grad_norm"](SPECS["noise_larger_grad_norm"],
+                                                  make_study(tmp_path, grad_norms=norms), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean(np.log(factor)))
+    assert "W2A16" not in row.detail  # W2 does not compare noise in the smoke study
 
 
 # --------------------------------------------------------------------------------------------- Hessian spectra
-def one_bit_config():
-    return {**smoke_config(), "study_settings": ["w1", "w2"]}
+def cells_of(run, bits, method, per_seed_fields, probes=6):
+    """``{<run>/seed<k>: hessian_cell(bits, method, **fields_k)}``."""
+    return {f"{run}/seed{k}": hessian_cell(bits, method, probes=probes, **fields)
+            for k, fields in zip(SEEDS, per_seed_fields, strict=True)}
 
 
-@pytest.mark.parametrize(("near_zero", "jitter", "verdict"), [
-    (0.5, 0.05, "reproduced"),  # 50% near zero (the paper: > 40%)
-    (0.3, 0.05, "contradicted"),
-    (0.4, 0.5, "inconclusive"),  # 40% on average, 20% or 60% probe by probe
+def spectra(**runs):
+    """Every Hessian cell of the smoke study with 6 probes (the defaults of ``build_study``), ``runs`` replacing
+    some: ``w1_baseline=[fields of seed 0, fields of seed 1]``."""
+    default = {"baseline": {"near_zero": 0.5, "largest": 1.0}, "interpolation": {"near_zero": 0.3, "largest": 2.0},
+               "noise": {"near_zero": 0.5, "largest": 1.0, "negative": 0.6}}
+    out = {}
+    for setting, bits, methods in (("w1", 1, ("baseline", "interpolation", "noise")), ("w2", 2, ("baseline",))):
+        for method in methods:
+            fields = runs.get(f"{setting}_{method}")
+            if fields is None:
+                fields = [default[method] if setting == "w1" else {"near_zero": 0.4, "largest": 2.0}] * 2
+            out |= cells_of(f"{setting}-{method}", bits, method, fields)
+    return out
+
+
+@pytest.mark.parametrize(("quantity", "cid"), [("near", "flat_near_zero_w1"),
+                                               ("near_relative", "flat_near_zero_relative_w1")])
+@pytest.mark.parametrize(("fields", "verdict"), [
+    ([{"near_zero": 0.5, "jitter": 0.01}] * 2, "reproduced"),  # 50% near zero (the paper: > 40%)
+    ([{"near_zero": 0.3, "jitter": 0.01}] * 2, "contradicted"),
+    ([{"near_zero": 0.3}, {"near_zero": 0.5}], "inconclusive"),  # 40% on average, the seeds disagree
 ])
-def test_one_bit_near_zero(tmp_path, near_zero, jitter, verdict):
-    cells = {"w1-baseline": hessian_cell(1, "baseline", near_zero=near_zero, largest=1.0, probes=6, jitter=jitter),
-             "w2-baseline": hessian_cell(2, "baseline", near_zero=0.3, largest=2.0, probes=6)}
-    study = make_study(tmp_path, config=one_bit_config(), hessians=cells)
-    row = wc.one_bit_near_zero(SPECS["lower_bits_flatter_one_bit"], study, EVIDENCE)
+def test_one_bit_near_zero(tmp_path, quantity, cid, fields, verdict):
+    cells = spectra(w1_baseline=[{"largest": 1.0, **f} for f in fields])
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, hessians=cells), EVIDENCE)
     assert row.verdict == verdict
-    assert row.estimate.value == pytest.approx(100 * near_zero)
-    assert row.estimate.method.startswith("paired bootstrap over 6 SLQ probes")
-    assert row.detail.startswith(f"w1-baseline: near-zero {near_zero:.1%}, largest |eigenvalue| 1")
+    assert row.estimate.value == pytest.approx(100 * np.mean([f["near_zero"] for f in fields]))
+    assert "paired bootstrap over 6 SLQ probes" in row.estimate.method
+    assert row.detail.startswith("w1-baseline/seed0: near zero ")
+    assert "(|eigenvalue| < 0.001)" in row.detail
+    assert "(< 0.0015)" in row.detail
 
 
-def test_one_bit_near_zero_needs_a_one_bit_spectrum(tmp_path):
-    row = wc.one_bit_near_zero(SPECS["lower_bits_flatter_one_bit"], make_study(tmp_path), EVIDENCE)
+def test_the_absolute_threshold_is_not_the_relative_one(tmp_path):
+    """A Ritz value at 2e-3 is near zero at the relative threshold (1% of a largest 10), not at the paper's
+    absolute 1e-3."""
+    cell = hessian_cell(1, "baseline", near_zero=0.5, largest=10.0, probes=4)
+    cell["nodes"] = [[-5.0, 2e-3, 10.0]] * 4  # the middle node: |2e-3| <= 0.01 x 10, but not < 1e-3
+    cells = {**spectra(), "w1-baseline/seed0": cell, "w1-baseline/seed1": cell}
+    study = make_study(tmp_path, hessians=cells)
+    absolute = wc.FIXED_ROWS["flat_near_zero_w1"](SPECS["flat_near_zero_w1"], study, EVIDENCE)
+    relative = wc.FIXED_ROWS["flat_near_zero_relative_w1"](SPECS["flat_near_zero_relative_w1"], study, EVIDENCE)
+    assert (absolute.estimate.value, relative.estimate.value) == (0.0, pytest.approx(50.0))
+
+
+@pytest.mark.parametrize(("negative", "verdict"), [
+    ((0.5, 0.5), "reproduced"),  # as much negative as positive mass: balanced
+    ((0.95, 0.95), "contradicted"),  # 90 points more negative
+    ((0.5, 0.95), "inconclusive"),
+])
+def test_one_bit_balance(tmp_path, negative, verdict):
+    cells = spectra(w1_baseline=[{"near_zero": 0.5, "largest": 1.0, "negative": n, "jitter": 0.05}
+                                 for n in negative])
+    row = wc.FIXED_ROWS["flat_balance_w1"](SPECS["flat_balance_w1"], make_study(tmp_path, hessians=cells), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean([100 * (2 * n - 1) for n in negative]))
+
+
+def test_one_bit_rows_need_a_one_bit_spectrum(tmp_path):
+    config = {**smoke_config(), "study_settings": ["w2"]}
+    row = wc.FIXED_ROWS["flat_near_zero_w1"](SPECS["flat_near_zero_w1"], make_study(tmp_path, config=config),
+                                             EVIDENCE)
     assert row.verdict == "not testable at this scale"
-    assert "1-bit baseline" in row.reason
+    assert row.reason == wc.ONE_BIT_REASON
 
 
-@pytest.mark.parametrize(("statistic", "w2", "w4", "verdict"), [
-    # near-zero mass (the paper: rises as bits fall; slope below 0); w2's probes jitter by +-jitter
-    ("near_zero", (0.4, 0.1), (0.2, 0.0), "reproduced"),
-    ("near_zero", (0.2, 0.1), (0.4, 0.0), "contradicted"),
-    ("near_zero", (0.3, 0.5), (0.3, 0.0), "inconclusive"),
+@pytest.mark.parametrize(("statistic", "w1", "w2", "verdict"), [
+    # near-zero mass (the paper: rises as bits fall; slope below 0)
+    ("near_zero", (0.5, 0.5), (0.3, 0.3), "reproduced"),
+    ("near_zero", (0.3, 0.3), (0.5, 0.5), "contradicted"),
+    ("near_zero", (0.5, 0.3), (0.4, 0.4), "inconclusive"),
     # the largest |eigenvalue| (the paper: shrinks as bits fall; slope of ln above 0)
-    ("largest", (1.0, 0.1), (4.0, 0.0), "reproduced"),
-    ("largest", (4.0, 0.1), (1.0, 0.0), "contradicted"),
-    ("largest", (2.0, 0.4), (2.0, 0.0), "inconclusive"),
+    ("largest", (1.0, 1.0), (4.0, 4.0), "reproduced"),
+    ("largest", (4.0, 4.0), (1.0, 1.0), "contradicted"),
+    ("largest", (1.0, 4.0), (2.0, 2.0), "inconclusive"),
 ])
-def test_bit_trend(tmp_path, statistic, w2, w4, verdict):
-    def cell(bits, value_jitter):
-        value, jitter = value_jitter
-        fields = {"near_zero": value, "largest": 2.0} if statistic == "near_zero" else {"near_zero": 0.3,
-                                                                                        "largest": value}
-        return hessian_cell(bits, "baseline", **fields, probes=6, jitter=jitter)
+def test_bit_trend(tmp_path, statistic, w1, w2, verdict):
+    def fields(values):
+        return [{"near_zero": v, "largest": 2.0, "jitter": 0.05} if statistic == "near_zero"
+                else {"near_zero": 0.3, "largest": v, "jitter": 0.05} for v in values]
 
-    study = make_study(tmp_path, hessians={"w2-baseline": cell(2, w2), "w4-baseline": cell(4, w4)})
-    cid = f"lower_bits_flatter_{statistic}_trend"
-    row = wc.SPECTRUM_ROWS[cid](SPECS[cid], study, EVIDENCE)
+    cells = spectra(w1_baseline=fields(w1), w2_baseline=fields(w2))
+    cid = f"fewer_bits_{statistic}_trend"
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, hessians=cells), EVIDENCE)
     assert row.verdict == verdict
-    expected = (100 * (w4[0] - w2[0]) if statistic == "near_zero" else math.log(w4[0] / w2[0])) / 2
-    assert row.estimate.value == pytest.approx(expected, abs=0.02)  # the jitter moves the probes' mean largest
-    assert row.detail.startswith("w2-baseline: near-zero ")
+    expected = [100 * (b - a) if statistic == "near_zero" else math.log(b / a) for a, b in zip(w1, w2, strict=True)]
+    assert row.estimate.value == pytest.approx(np.mean(expected), abs=0.03)  # the jitter moves the mean largest
+    assert row.detail.startswith("w1-baseline/seed0: near zero ")
 
 
 def test_bit_trend_needs_two_bit_widths(tmp_path):
-    study = make_study(tmp_path, hessians={"w2-baseline": hessian_cell(2, "baseline", near_zero=0.3, largest=1.0)})
-    row = wc.SPECTRUM_ROWS["lower_bits_flatter_largest_trend"](SPECS["lower_bits_flatter_largest_trend"], study,
-                                                               EVIDENCE)
+    config = {**smoke_config(), "study_settings": ["w1"]}
+    row = wc.FIXED_ROWS["fewer_bits_largest_trend"](SPECS["fewer_bits_largest_trend"],
+                                                    make_study(tmp_path, config=config), EVIDENCE)
     assert row.verdict == "not testable at this scale"
-    assert row.reason.endswith("with 16-bit activations (w2-baseline)")
+    assert row.reason.endswith("with 16-bit activations (w1-baseline)")
 
 
-@pytest.mark.parametrize(("statistic", "winq", "jitter", "verdict", "value"), [
-    ("largest", 2.0, 0.05, "reproduced", math.log(2)),  # twice the baseline's largest |eigenvalue|
-    ("largest", 0.5, 0.05, "contradicted", -math.log(2)),
-    ("largest", 1.0, 0.4, "inconclusive", 0.0),
-    ("near_zero", 0.2, 0.05, "reproduced", -10.0),  # 10 points less near-zero mass than the baseline's 30%
-    ("near_zero", 0.4, 0.05, "contradicted", 10.0),
-    ("near_zero", 0.3, 0.6, "inconclusive", 0.0),
+@pytest.mark.parametrize(("cid", "fields", "verdict", "value"), [
+    ("interpolation_steepens_largest", [{"near_zero": 0.5, "largest": 2.0}] * 2, "reproduced", math.log(2)),
+    ("interpolation_steepens_largest", [{"near_zero": 0.5, "largest": 0.5}] * 2, "contradicted", -math.log(2)),
+    ("interpolation_steepens_largest", [{"near_zero": 0.5, "largest": 2.0}, {"near_zero": 0.5, "largest": 0.5}],
+     "inconclusive", 0.0),
+    ("interpolation_steepens_near_zero", [{"near_zero": 0.3, "largest": 1.0}] * 2, "reproduced", -20.0),
+    ("interpolation_steepens_near_zero", [{"near_zero": 0.7, "largest": 1.0}] * 2, "contradicted", 20.0),
+    ("interpolation_steepens_near_zero", [{"near_zero": 0.3, "largest": 1.0}, {"near_zero": 0.7, "largest": 1.0}],
+     "inconclusive", 0.0),
+    ("noise_more_negative_mass", [{"near_zero": 0.5, "largest": 1.0, "negative": 0.7}] * 2, "reproduced", 10.0),
+    ("noise_more_negative_mass", [{"near_zero": 0.5, "largest": 1.0, "negative": 0.3}] * 2, "contradicted", -10.0),
+    ("noise_more_negative_mass", [{"near_zero": 0.5, "largest": 1.0, "negative": 0.7},
+                                  {"near_zero": 0.5, "largest": 1.0, "negative": 0.3}], "inconclusive", 0.0),
 ])
-def test_winq_steepens(tmp_path, statistic, winq, jitter, verdict, value):
-    cells = {}
-    for setting, bits in (("w2", 2), ("w4", 4)):
-        cells[f"{setting}-baseline"] = hessian_cell(bits, "baseline", near_zero=0.3, largest=bits, probes=6)
-        winq_fields = ({"near_zero": 0.3, "largest": winq * bits} if statistic == "largest"
-                       else {"near_zero": winq, "largest": bits})
-        cells[f"{setting}-winq"] = hessian_cell(bits, "winq", **winq_fields, probes=6, jitter=jitter)
-    cid = f"winq_steepens_{statistic}"
-    row = wc.SPECTRUM_ROWS[cid](SPECS[cid], make_study(tmp_path, hessians=cells), EVIDENCE)
+def test_one_component_vs_the_baseline_spectrum(tmp_path, cid, fields, verdict, value):
+    method = "noise" if cid.startswith("noise") else "interpolation"
+    base = [{"near_zero": 0.5, "largest": 1.0, "jitter": 0.05}] * 2
+    cells = spectra(w1_baseline=base, **{f"w1_{method}": [{**f, "jitter": 0.05} for f in fields]})
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, hessians=cells), EVIDENCE)
     assert row.verdict == verdict
     assert row.estimate.value == pytest.approx(value, abs=0.06)
     assert row.evidence == ("results/winq/summary.json",)
 
 
 def test_spectra_must_pair_by_probe(tmp_path):
-    cells = {"w2-baseline": hessian_cell(2, "baseline", near_zero=0.3, largest=1.0),
-             "w2-winq": {**hessian_cell(2, "winq", near_zero=0.3, largest=1.0), "seed": 1}}
-    with pytest.raises(ValueError, match=r"do not pair by probe: w2-winq \(2 probes, seed 1, 1000 parameters\), "
-                                         r"w2-baseline \(2 probes, seed 0"):
-        wc.SPECTRUM_ROWS["winq_steepens_largest"](SPECS["winq_steepens_largest"], make_study(tmp_path, hessians=cells),
-                                                  EVIDENCE)
+    cells = spectra()
+    cells["w1-interpolation/seed1"] = {**cells["w1-interpolation/seed1"], "seed": 1}
+    with pytest.raises(ValueError, match=r"do not pair by probe: .*w1-interpolation/seed1 \(6 probes, seed 1, 1000 "
+                                         r"parameters\)"):
+        wc.FIXED_ROWS["interpolation_steepens_largest"](SPECS["interpolation_steepens_largest"],
+                                                        make_study(tmp_path, hessians=cells), EVIDENCE)
+
+
+# ------------------------------------------------------------------------------------------------------- Hadamard
+def test_hadamard_is_not_testable_without_a_rotated_setting(tmp_path):
+    row = wc.POOLED_ROWS["hadamard_winq_improves"](SPECS["hadamard_winq_improves"], make_study(tmp_path), EVIDENCE)
+    assert row.verdict == "not testable at this scale"
+    assert "in_features a power of two" in row.reason
+
+
+def test_hadamard_compares_the_rotated_setting(tmp_path):
+    config = smoke_config()
+    config = {**config, "study_settings": ["w1", "w2", "w2h"], "compared": {**config["compared"],
+                                                                           "w2h": ["baseline", "winq"]}}
+    planted = {**per_seed("w2h-baseline", (100.0, 100.0)), **per_seed("w2h-winq", (95.0, 95.0))}
+    row = wc.POOLED_ROWS["hadamard_winq_improves"](SPECS["hadamard_winq_improves"],
+                                                   make_study(tmp_path, config=config, evaluations=planted), EVIDENCE)
+    assert row.verdict == "reproduced"
+    assert row.estimate.value == pytest.approx(5.0)
+    assert row.detail.startswith("W2A16+H: test perplexity 100.00 (baseline) -> 95.00 (winq)")
 
 
 # ------------------------------------------------------------------------------------------------------ the table
 def test_the_table_follows_the_config(tmp_path):
-    rows = wc.study_claims(SPECS, make_study(tmp_path), EVIDENCE, SETTINGS)
-    assert [r.id for r in rows] == [
-        *wc.SPECTRUM_ROWS, *(wc.claim_id("winq_faster", s) for s in SETTINGS),
-        *(wc.claim_id("winq_lower_perplexity", s) for s in SETTINGS), *wc.POOLED_ROWS]
+    rows = wc.study_claims(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE, SETTINGS)
+    per_setting = [cid for prefix in wc.PER_SETTING_ROWS for s in SETTINGS if (cid := wc.claim_id(prefix, s)) in SPECS]
+    assert [r.id for r in rows] == [*wc.FIXED_ROWS, *per_setting, *wc.POOLED_ROWS]
     assert sorted(r.id for r in rows) == sorted(SPECS)
     by_id = {r.id: r for r in rows}
-    for cid in ("winq_faster_w1_58", "winq_lower_perplexity_w3", "winq_lower_perplexity_w2a8"):
-        assert by_id[cid].reason.startswith("setting '")
-        assert by_id[cid].reason.endswith("is not in this profile's study_settings (w2, w4)")
-    assert by_id["lower_bits_flatter_one_bit"].verdict == "not testable at this scale"  # smoke has no W1
+    for cid in ("winq_faster_w3", "winq_lower_perplexity_w3"):
+        assert by_id[cid].reason == "setting 'w3' is not in this profile's study_settings (w1, w2)"
     # the planted study: every window alike, the paper's direction everywhere
-    assert by_id["winq_lower_perplexity_w2"].verdict == "reproduced"
-    assert by_id["winq_steepens_largest"].verdict == "reproduced"
-    assert by_id["lower_bits_flatter_near_zero_trend"].verdict == "reproduced"
+    assert by_id["winq_lower_perplexity_w1"].verdict == "reproduced"
+    assert by_id["winq_faster_w1"].verdict == "reproduced"  # 2x on both seeds
+    assert by_id["interpolation_steepens_largest"].verdict == "reproduced"
+    assert by_id["fewer_bits_near_zero_trend"].verdict == "reproduced"
+    assert by_id["baseline_stagnates_grad_norm"].verdict == "reproduced"
     document = claims_document(rows, wc.study_checks(make_study(tmp_path / "again")))
-    assert document["counts"]["not testable at this scale"] == 1 + 6 + 4  # W1; every speedup; 4 outside the study
+    assert document["counts"]["not testable at this scale"] == 3  # W3 twice, Hadamard
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
-                                                      "spectrum_from_probes", "bits_per_weight_identity"]
+                                                      "spectrum_from_probes", "bits_per_weight_identity",
+                                                      "interpolation_count", "seed_cells"]
 
 
 def test_spec_ids_are_checked(tmp_path):
@@ -311,13 +490,20 @@ def test_spec_ids_are_checked(tmp_path):
     extra = {**SPECS, "winq_faster_w9": SPECS["winq_faster_w2"]}
     with pytest.raises(ValueError, match=r"unknown ids \['winq_faster_w9'\], missing ids none"):
         wc.study_claims(extra, study, EVIDENCE, SETTINGS)
-    fewer = {k: v for k, v in SPECS.items() if k not in ("winq_lower_perplexity_w4", "winq_zero_shot_cloze")}
-    with pytest.raises(ValueError, match=r"missing ids \['winq_lower_perplexity_w4', 'winq_zero_shot_cloze'\]"):
+    fewer = {k: v for k, v in SPECS.items() if k not in ("winq_lower_perplexity_w2", "winq_zero_shot_cloze")}
+    with pytest.raises(ValueError, match=r"missing ids \['winq_lower_perplexity_w2', 'winq_zero_shot_cloze'\]"):
         wc.study_claims(fewer, study, EVIDENCE, SETTINGS)
     outside = {k: v for k, v in SPECS.items() if k != "winq_faster_w3"}  # w3 is not in the smoke study: optional
     assert "winq_faster_w3" not in [r.id for r in wc.study_claims(outside, study, EVIDENCE, SETTINGS)]
-    with pytest.raises(ValueError, match=r"study settings \['w4'\] are not configured settings"):
-        wc.study_claims(SPECS, study, EVIDENCE, ["w1", "w2"])
+    with pytest.raises(ValueError, match=r"study settings \['w2'\] are not configured settings"):
+        wc.study_claims(SPECS, study, EVIDENCE, ["w1", "w3"])
+
+
+def test_a_per_setting_spec_of_a_setting_that_compares_only_the_baseline(tmp_path):
+    config = {**smoke_config(), "compared": {**smoke_config()["compared"], "w2": ["baseline"]}}
+    rows = {r.id: r for r in wc.study_claims(SPECS, make_study(tmp_path, config=config), EVIDENCE, SETTINGS)}
+    assert rows["winq_faster_w2"].reason == ("setting 'w2' does not compare WinQ with the baseline on the seeds in "
+                                             "this profile (compared: baseline)")
 
 
 # ---------------------------------------------------------------------------------------- implementation checks
@@ -325,48 +511,56 @@ def checks_of(study):
     return {c.id: c for c in wc.study_checks(study)}
 
 
+def replaced(study, summary=None, evaluations=None, quantized=None):
+    return wc.Study(summary or study.summary, {**study.evaluations, **(evaluations or {})},
+                    {**study.quantized, **(quantized or {})}, study.summary_path, study.evaluation_paths)
+
+
 def test_the_checks_pass_on_a_consistent_study(tmp_path):
     checks = checks_of(make_study(tmp_path))
     assert all(c.passed for c in checks.values())
-    assert checks["bits_per_weight_identity"].measured.startswith("w2-baseline 2.2500, ")
-    assert "w4-noise 4.2500" in checks["bits_per_weight_identity"].measured  # 4 + 32 / 128
-    assert checks["paired_test_units"].measured == ("8 evaluations: 1 distinct window layout(s) of 16 windows; "
+    assert checks["bits_per_weight_identity"].measured.startswith("w1-baseline/seed0 1.2500, ")
+    assert "w2-winq/seed1 2.2500" in checks["bits_per_weight_identity"].measured  # 2 + 32 / 128
+    assert checks["paired_test_units"].measured == ("12 evaluations: 1 distinct window layout(s) of 16 windows; "
                                                     "examples cloze [64], choice [64]")
+    assert checks["interpolation_count"].measured == "K = 3: 4, K = None: 0"  # 12 // 3 after steps 3, 6, 9, 12
+    assert checks["seed_cells"].measured == "12 cells agree"
 
 
 def test_each_check_fails_on_broken_data(tmp_path):
     study = make_study(tmp_path)
-    short = record("w2-winq", 90.0)
+    cell = "w2-winq/seed1"
+    short = record(cell, 90.0)
     short["metrics"]["perplexity"] |= {"window_nll": short["metrics"]["perplexity"]["window_nll"][:-1],
                                        "window_tokens": [WINDOW_TOKENS] * (WINDOWS - 1)}
-    assert not checks_of(wc.Study(study.summary, {**study.evaluations, "w2-winq": short}, study.quantized,
-                                  study.summary_path, study.evaluation_paths))["paired_test_units"].passed
-    wrong = record("w2-winq", 90.0)
+    assert not checks_of(replaced(study, evaluations={cell: short}))["paired_test_units"].passed
+    wrong = record(cell, 90.0)
     wrong["metrics"]["perplexity"]["perplexity"] = 91.0
     wrong["metrics"]["cloze"]["correct"] += 1
-    check = checks_of(wc.Study(study.summary, {**study.evaluations, "w2-winq": wrong}, study.quantized,
-                               study.summary_path, study.evaluation_paths))["scores_give_metrics"]
+    check = checks_of(replaced(study, evaluations={cell: wrong}))["scores_give_metrics"]
     assert not check.passed
-    assert check.measured == ("w2-winq: perplexity 91 vs 90 from 1008 window tokens (recorded 1008); w2-winq: cloze "
+    assert check.measured == (f"{cell}: perplexity 91 vs 90 from 1008 window tokens (recorded 1008); {cell}: cloze "
                               "correct 33 vs 32 from example_correct")
     summary = json.loads(json.dumps(study.summary))
     summary["hessian"][0]["near_zero_mass"] = 0.9
-    check = checks_of(wc.Study(summary, study.evaluations, study.quantized, study.summary_path,
-                               study.evaluation_paths))["spectrum_from_probes"]
+    check = checks_of(replaced(study, summary=summary))["spectrum_from_probes"]
     assert not check.passed
-    assert check.measured == "w2-baseline: near-zero 0.9 vs 0.4 from its probes, largest 2 vs 2, masses sum to 1.5"
-    quantized = {**study.quantized, "w4-winq": quantization_config(2)}
-    check = checks_of(wc.Study(study.summary, study.evaluations, quantized, study.summary_path,
-                               study.evaluation_paths))["bits_per_weight_identity"]
+    assert check.measured == ("w1-baseline/seed0: near-zero 0.9 vs 0.5 from its probes, largest 1 vs 1, masses sum "
+                              "to 1.4 (relative), 1, 1 (absolute)")
+    check = checks_of(replaced(study, quantized={cell: quantization_config(4)}))["bits_per_weight_identity"]
     assert not check.passed
-    assert check.measured == "w4-winq: 4.25 reported vs 2.25 from its layers"
-    blocks = {**study.quantized, "w2-winq": {**quantization_config(2), "scale_storage": "codes"}}
-    check = checks_of(wc.Study(study.summary, study.evaluations, blocks, study.summary_path,
-                               study.evaluation_paths))["bits_per_weight_identity"]
-    assert check.measured == "w2-winq: scales stored as codes per row block (global scale None), not float32 per row"
+    assert check.measured == f"{cell}: 2.25 reported vs 4.25 from its layers"
+    blocks = {cell: {**quantization_config(2), "scale_storage": "codes"}}
+    check = checks_of(replaced(study, quantized=blocks))["bits_per_weight_identity"]
+    assert check.measured == f"{cell}: scales stored as codes per row block (global scale None), not float32 per row"
     with pytest.raises(ImplementationCheckFailed, match="bits_per_weight_identity"):
-        claims_document([], wc.study_checks(wc.Study(study.summary, study.evaluations, blocks, study.summary_path,
-                                                     study.evaluation_paths)))
+        claims_document([], wc.study_checks(replaced(study, quantized=blocks)))
+    summary = json.loads(json.dumps(study.summary))
+    summary["cells"][2]["interpolations"] = 3  # the old rule: after steps 4, 7, 10, never after the last
+    summary["cells"][5]["noise_seed"] = 0
+    checks = checks_of(replaced(study, summary=summary))
+    assert checks["interpolation_count"].measured == "w1-winq/seed0: 3 interpolations, K = 3, expected 4"
+    assert checks["seed_cells"].measured == "w1-interpolation/seed1: data seed 1, noise seed 0"
 
 
 def test_stored_bits_per_weight_over_layer_shapes():
@@ -382,14 +576,14 @@ def test_claims_step_writes_the_document(tmp_path):
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps(study.summary))
     evaluations, quantized = [], []
-    for run, rec in study.evaluations.items():
-        path = tmp_path / "eval" / f"{run}.json"
-        path.parent.mkdir(exist_ok=True)
+    for cell, rec in study.evaluations.items():
+        path = tmp_path / "eval" / f"{cell}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(rec))
         evaluations.append(str(path))
-        folder = tmp_path / "quantized" / run
+        folder = tmp_path / "quantized" / cell
         folder.mkdir(parents=True)
-        (folder / "quantization_config.json").write_text(json.dumps(study.quantized[run]))
+        (folder / "quantization_config.json").write_text(json.dumps(study.quantized[cell]))
         quantized.append(str(folder))
     config = {"claims": yaml.safe_load(CONFIG.read_text())["winq"]["claims"], "settings": SETTINGS}
     out = tmp_path / "claims.json"
@@ -400,7 +594,7 @@ def test_claims_step_writes_the_document(tmp_path):
     assert set(document) == {"rule", "claims", "checks", "counts"}
     assert len(document["claims"]) == len(SPECS)
     rows = {c["id"]: c for c in document["claims"]}
-    assert rows["winq_lower_perplexity_w2"]["evidence"] == [str(tmp_path / "eval" / "w2-winq.json"),
-                                                            str(tmp_path / "eval" / "w2-baseline.json")]
-    assert rows["winq_lower_perplexity_w2"]["estimate"]["method"].startswith("paired bootstrap over 16 test windows")
+    assert rows["winq_lower_perplexity_w2"]["evidence"] == [
+        str(tmp_path / "eval" / f"w2-{m}" / f"seed{k}.json") for k in SEEDS for m in ("winq", "baseline")]
+    assert rows["winq_lower_perplexity_w2"]["estimate"]["method"].startswith(SEED_INTERVAL)
     assert all(c["passed"] for c in document["checks"])

@@ -7,7 +7,7 @@ import matplotlib
 import numpy as np
 import pytest
 import yaml
-from winq_testing import CONFIG, PLANTED, build_study, hessian_cell
+from winq_testing import CONFIG, GRAD_NORMS, PLANTED, build_study, hessian_cell
 
 matplotlib.use("Agg")
 
@@ -26,7 +26,7 @@ from papers.winq.study import study_summary
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    return build_study(tmp_path_factory.mktemp("runs"))
+    return build_study(tmp_path_factory.mktemp("runs"), seed_factor=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def summary(study):
 
 @pytest.fixture(scope="module")
 def evaluations(study):
-    return {run: record for run, record in study[2].items() if run != "base"}
+    return {cell: record for cell, record in study[3].items() if cell != "base"}
 
 
 @pytest.mark.parametrize("figure_id", FIGURES)
@@ -55,13 +55,30 @@ def test_plot_curves(summary, close):
     fig = figures.plot_curves(summary)
     close(fig)
     assert isinstance(fig, Figure)
-    w2, w4 = fig.axes[:2]
-    assert [ax.get_title() for ax in (w2, w4)] == ["w2", "w4"]
-    assert len(w2.lines) == 5  # four methods and the target line
-    assert [line.get_label() for line in w2.lines[:4]] == list(PLANTED)
-    np.testing.assert_array_equal(w2.lines[1].get_xdata(), [4, 8, 12])
-    np.testing.assert_array_equal(w2.lines[1].get_ydata(), PLANTED["winq"][0])
-    np.testing.assert_array_equal(w2.lines[4].get_ydata(), [90.0, 90.0])  # the baseline's final value
+    w1, w2 = fig.axes[:2]
+    assert [ax.get_title() for ax in (w1, w2)] == ["w1", "w2"]
+    assert len(w1.lines) == 5  # four methods and the target line
+    assert len(w2.lines) == 3  # baseline, winq, the target
+    assert [line.get_label() for line in w1.lines[:4]] == list(PLANTED)
+    np.testing.assert_array_equal(w1.lines[1].get_xdata(), [2, 4, 6, 8, 10, 12])
+    np.testing.assert_allclose(w1.lines[1].get_ydata(), np.array(PLANTED["winq"][0]) * 1.05)  # seeds 0, 1: x1, x1.1
+    np.testing.assert_allclose(w1.lines[4].get_ydata(), [90.0 * 1.05] * 2)  # the baseline's final value, seed mean
+    assert len(w1.collections) == 4  # a band per method (two seeds)
+
+
+def test_plot_grad_norm(summary, close):
+    fig = figures.plot_grad_norm(summary)
+    close(fig)
+    w1 = fig.axes[0]
+    assert w1.get_title() == "w1"
+    assert [line.get_label() for line in w1.lines] == ["baseline (2 seeds)", "winq (2 seeds)"]
+    assert w1.get_yscale() == "log"
+    # a moving average over 12 // 40 -> 1 step: the planted norms themselves
+    np.testing.assert_allclose(w1.lines[0].get_ydata(), GRAD_NORMS["baseline"])
+
+
+def test_moving_average():
+    np.testing.assert_allclose(figures.moving_average([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
 
 
 def test_plot_final(summary, close):
@@ -69,9 +86,11 @@ def test_plot_final(summary, close):
     close(fig)
     ax = fig.axes[0]
     heights = [patch.get_height() for patch in ax.patches]
-    assert heights == [100.0, 100.0, 92.0, 92.0, 95.0, 95.0, 98.0, 98.0]  # per method, w2 then w4
-    assert list(ax.lines[0].get_ydata()) == [50.0, 50.0]  # the base model
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["w2", "w4"]
+    # per method, seed means: baseline (w1, w2), winq (w1, w2), interpolation (w1), noise (w1)
+    np.testing.assert_allclose(heights, np.array([100.0, 100.0, 92.0, 92.0, 95.0, 98.0]) * 1.05)
+    assert [len(line.get_ydata()) for line in ax.lines[:-1]] == [2] * 6  # the seeds as dots
+    assert list(ax.lines[-1].get_ydata()) == [50.0, 50.0]  # the base model
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w1", "w2"]
 
 
 def test_plot_spectra_weights_the_ritz_values(summary, close):
@@ -80,40 +99,39 @@ def test_plot_spectra_weights_the_ritz_values(summary, close):
     ax = fig.axes[0]
     assert ax.get_yscale() == "log"
     assert len(ax.patches) == 2  # one histogram per baseline bit width
-    w2 = ax.patches[0]
-    assert w2.get_label() == "w2 (W2)"
-    # Ritz values -1, 0, 2 (w2) and -2, 0, 4 (w4) with weights 0.3, 0.4, 0.3 (near-zero mass 0.6 - 0.1 x 2): 60 equal
-    # bins over [-2, 4], 0.1 wide
-    values, edges, _ = w2.get_data()  # StepPatch: (values, edges, baseline)
-    np.testing.assert_allclose(edges, np.linspace(-2.0, 4.0, 61))
+    w1 = ax.patches[0]
+    assert w1.get_label() == "w1 (W1, 2 seeds)"
+    # Ritz values -0.5, 0, 1 (w1) and -1, 0, 2 (w2) with weights 0.25, 0.5, 0.25 (near-zero mass 0.6 - 0.1 x 1): 60
+    # equal bins over [-1, 2], 0.05 wide; the two seeds pooled
+    values, edges, _ = w1.get_data()  # StepPatch: (values, edges, baseline)
+    np.testing.assert_allclose(edges, np.linspace(-1.0, 2.0, 61))
     assert values.sum() == pytest.approx(1.0)
-    assert values[20] == pytest.approx(0.4)  # [0, 0.1)
-    assert values[10] == pytest.approx(0.3)  # [-1, -0.9)
-    assert values[40] == pytest.approx(0.3)  # [2, 2.1)
+    assert values[20] == pytest.approx(0.5)  # [0, 0.05)
+    assert values[10] == pytest.approx(0.25)  # [-0.5, -0.45)
 
 
 def test_spectrum_edges_of_a_single_value():
     cell = hessian_cell(2, "baseline", near_zero=1.0, largest=0.0)
-    np.testing.assert_allclose(figures.spectrum_edges([cell], bins=2), [-0.5, 0.0, 0.5])
+    np.testing.assert_allclose(figures.spectrum_edges([[cell]], bins=2), [-0.5, 0.0, 0.5])
 
 
-def test_plot_spectra_winq_and_stats(summary, close):
-    fig = figures.plot_spectra_winq(summary)
+def test_plot_spectra_methods_and_stats(summary, close):
+    fig = figures.plot_spectra_methods(summary)
     close(fig)
-    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["w2", "w4"]
-    assert [p.get_label() for p in fig.axes[0].patches] == ["baseline", "winq"]
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["w1"]  # w2 has the baseline's alone
+    assert [p.get_label() for p in fig.axes[0].patches] == ["baseline", "interpolation", "noise"]
     fig = figures.plot_hessian_stats(summary)
     close(fig)
     near, largest = fig.axes
-    baseline = near.lines[0]
+    baseline = near.containers[0]  # errorbar: the line of seed means, the bars the seeds' range
     assert baseline.get_label() == "baseline"
-    np.testing.assert_array_equal(baseline.get_xdata(), [2, 4])
-    np.testing.assert_allclose(baseline.get_ydata(), [0.4, 0.2])
-    np.testing.assert_array_equal(largest.lines[1].get_ydata(), [4.0, 8.0])  # WinQ: twice the baseline's
+    np.testing.assert_array_equal(baseline.lines[0].get_xdata(), [1, 2])
+    np.testing.assert_allclose(baseline.lines[0].get_ydata(), [0.5, 0.4])  # the absolute threshold's near-zero mass
+    np.testing.assert_allclose(largest.containers[0].lines[0].get_ydata(), [1.0, 2.0])
 
 
 def test_context_and_render(summary, evaluations, tmp_path):
-    study = Study(summary, evaluations, {}, "summary.json", {run: f"{run}.json" for run in evaluations})
+    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations})
     config = yaml.safe_load(CONFIG.read_text())["winq"]
     claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
                                           list(config["settings"])), [])
@@ -127,15 +145,15 @@ def test_context_and_render(summary, evaluations, tmp_path):
     context = build_context(config={"x": 1}, profile="smoke", summary=summary, claims=claims,
                             figures=[{"id": p.rsplit("/", 1)[-1][:-4], "caption": figures.caption(
                                 p.rsplit("/", 1)[-1][:-4]), "png": p, "pdf": p[:-4] + ".pdf"} for p in pngs],
-                            artifacts=[str(cited)], rerun_examples=["results/models/trained/winq/w2-winq"],
+                            artifacts=[str(cited)], rerun_examples=["results/models/trained/winq/w2-winq/seed1"],
                             seeds={"workflow": 0}, stage_seconds={"QAT": 1.0})
     assert context["paper"] == PAPER
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
                                                                hessian_table(summary)["caption"][:10]]
     runs = context["tables"][0]
-    assert runs["rows"][1][:5] == ["w2-winq", "0.0002", "80.00", 8, "1.50x"]
+    assert runs["rows"][1][:6] == ["w1-winq", "0, 1", "0.0003", 3, "84.00 +- 5.66", "2.00x"]
     assert runs["rows"][-1][0] == "base model (full precision)"
-    assert context["tables"][1]["rows"][0][:2] == ["w2-baseline", "40.0%"]
+    assert context["tables"][1]["rows"][0][:4] == ["w1-baseline/seed0", "50.0%", "50.0%", "50.0%"]
     path = tmp_path / "context.json"
     path.write_text(json.dumps(context))
     html, tex, sums = tmp_path / "winq.html", tmp_path / "winq.tex", tmp_path / "winq.SHA256SUMS"
@@ -143,5 +161,5 @@ def test_context_and_render(summary, evaluations, tmp_path):
                         "--sums", str(sums)]) == 0
     text = html.read_text()
     assert "WinQ: accelerating QAT" in text
-    assert "Both components matter" in text
+    assert "Each component alone improves on the baseline" in text
     assert verify_sha256sums(sums, "/") == []

@@ -12,12 +12,12 @@ from safetensors.torch import load_file
 from torch.nn.utils import parametrize
 from winq_testing import EVAL_SEQUENCES, MICRO_BATCH, SEQ_LEN, train_config
 
-import papers.winq.run as run_module
+import common.qat.run as skeleton
 from common.data import read_jsonl, token_stream
 from common.io import read_json
 from common.models import count_parameters, load_model
 from common.qat import lowbit_selection
-from common.qat.lowbit_io import load_lowbit_model
+from common.qat.lowbit_io import LOWBIT_RECORD_VERSION, load_lowbit_model
 from common.train import evaluate_loss
 from common.winq import WinQ
 from papers.winq.__main__ import main
@@ -26,7 +26,7 @@ from papers.winq.run import NoiseState, winq_run
 METHODS = ("baseline", "winq", "interpolation", "noise")
 EVERY = {"baseline": None, "winq": 2, "interpolation": 2, "noise": None}
 SIGMA = {"baseline": 0.0, "winq": 1e-3, "interpolation": 0.0, "noise": 1e-3}
-REAL_TRAIN = run_module.train
+REAL_TRAIN = skeleton.train  # the QAT run skeleton's training loop (patched to spy and to kill)
 
 
 class KilledError(Exception):
@@ -83,16 +83,16 @@ def setup(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(setup):
-    """Every method at 2 bits, 6 steps, interpolation every 2 steps, noise seed 5: ``{method: (metadata, run dir,
-    out, captured)}``."""
+    """Every method at 2 bits, 6 steps, interpolation every 2 steps, seed 5 (data order and noise): ``{method:
+    (metadata, run dir, out, captured)}``."""
     out = {}
     with pytest.MonkeyPatch.context() as patch:
         for method in METHODS:
             captured = {}
-            patch.setattr(run_module, "train", spy_train(captured))
-            meta = winq_run(setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(),
+            patch.setattr(skeleton, "train", spy_train(captured))
+            meta = winq_run(setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(seed=5),
                             setup / "runs" / method, setup / "models" / method, bits=2, method=method,
-                            every=EVERY[method], noise_sigma=SIGMA[method], noise_seed=5)
+                            every=EVERY[method], noise_sigma=SIGMA[method])
             out[method] = (meta, setup / "runs" / method, setup / "models" / method, captured)
     return out
 
@@ -102,10 +102,13 @@ def test_the_checkpoint_and_its_metadata(setup, runs, method):
     meta, run_dir, out, captured = runs[method]
     base, tokenizer = load_model(setup / "base")
     interpolates = method in ("winq", "interpolation")
-    assert meta["qat"] == {"bits": 2, "activation_bits": None, "hadamard": False, "method": method,
-                           "layers": lowbit_selection(base), "every": 2 if interpolates else None,
-                           "strength": 0.8 if interpolates else None, "noise_sigma": SIGMA[method], "noise_seed": 5,
-                           "interpolations": 2 if interpolates else 0}  # steps 2 and 4 of 0 .. 5
+    assert meta["qat"] == {"format_version": LOWBIT_RECORD_VERSION, "bits": 2, "activation_bits": None,
+                           "hadamard": False, "layers": lowbit_selection(base), "method": method,
+                           "every": 2 if interpolates else None, "strength": 0.8 if interpolates else None,
+                           "noise_sigma": SIGMA[method], "noise_seed": 5,
+                           # N // K = 6 // 2: after optimizer steps 2, 4 and 6 counted from 1 (0-based 1, 3, 5)
+                           "interpolations": 3 if interpolates else 0}
+    assert meta["training"]["config"]["seed"] == 5  # the data order's seed is the noise's
     assert len(meta["qat"]["layers"]) == 4 * 7  # q, k, v, o, gate, up, down of 4 blocks
     assert meta["init"] == str(setup / "base")
     assert meta["train_split"] == str(setup / "train.jsonl")
@@ -166,15 +169,15 @@ def test_a8_setting_reloads_with_its_input_quantization(setup, tmp_path):
 @pytest.mark.parametrize("method", ["winq", "noise"])
 def test_a_killed_run_resumes_to_the_uninterrupted_weights(setup, runs, tmp_path, monkeypatch, method):
     """KilledError after step 3 (checkpoint after step 2), rerun: the same weights and scales as uninterrupted."""
-    arguments = (setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(), tmp_path / "run",
-                 tmp_path / "out")
-    options = {"bits": 2, "method": method, "every": EVERY[method], "noise_sigma": SIGMA[method], "noise_seed": 5}
-    monkeypatch.setattr(run_module, "train", killed_train(3))
+    arguments = (setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(seed=5),
+                 tmp_path / "run", tmp_path / "out")
+    options = {"bits": 2, "method": method, "every": EVERY[method], "noise_sigma": SIGMA[method]}
+    monkeypatch.setattr(skeleton, "train", killed_train(3))
     with pytest.raises(KilledError):
         winq_run(*arguments, **options)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
     captured = {}
-    monkeypatch.setattr(run_module, "train", spy_train(captured))
+    monkeypatch.setattr(skeleton, "train", spy_train(captured))
     meta = winq_run(*arguments, **options)
     assert meta["training"]["resumed_from"] == 3
     assert meta["qat"]["interpolations"] == runs[method][0]["qat"]["interpolations"]
@@ -186,11 +189,11 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(setup, runs, tmp_path
 def test_a_checkpoint_of_other_qat_settings_is_not_resumed(setup, tmp_path, monkeypatch):
     arguments = (setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(), tmp_path / "run",
                  tmp_path / "out")
-    monkeypatch.setattr(run_module, "train", killed_train(3))
+    monkeypatch.setattr(skeleton, "train", killed_train(3))
     with pytest.raises(KilledError):
         winq_run(*arguments, bits=2, method="noise", noise_sigma=1e-3)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
-    monkeypatch.setattr(run_module, "train", REAL_TRAIN)
+    monkeypatch.setattr(skeleton, "train", REAL_TRAIN)
     meta = winq_run(*arguments, bits=2, method="noise", noise_sigma=2e-3)  # same TrainConfig, other noise
     assert meta["training"]["resumed_from"] == 0
     assert read_json(tmp_path / "run" / "qat.json")["noise_sigma"] == 2e-3
@@ -198,12 +201,14 @@ def test_a_checkpoint_of_other_qat_settings_is_not_resumed(setup, tmp_path, monk
 
 def test_the_train_step(setup, runs, tmp_path):
     config = {"settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["winq"],
-              "interpolation": {"every": 2, "strength": 0.8}, "noise": {"sigma": 1e-3, "seed": 5}, "hadamard": False,
-              "learning_rates": {"low_bit": 1e-3, "a8": 1e-3, "high_bit": 1e-3},
+              "compared": {"w2": ["winq"]}, "figure_methods": [], "seeds": [0], "figure_seeds": [0],
+              "interpolation": {"fraction": {"low_bit": 1 / 3}, "strength": 0.8}, "noise": {"sigma": 1e-3},
+              "learning_rates": {"low_bit": 1e-3},
               "train": {"max_steps": 6, "seq_len": SEQ_LEN, "micro_batch_size": MICRO_BATCH, "warmup_steps": 1,
                         "weight_decay": 0.0, "eval_every": 2, "eval_sequences": EVAL_SEQUENCES,
                         "checkpoint_every": 3}}
-    argv = ["train", "--config-json", json.dumps(config), "--run", "w2-winq", "--init", str(setup / "base"),
+    argv = ["train", "--config-json", json.dumps(config), "--run", "w2-winq", "--seed", "5",
+            "--init", str(setup / "base"),
             "--train", str(setup / "train.jsonl"), "--validation", str(setup / "valid.jsonl"),
             "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "out")]
     assert main(argv) == 0

@@ -11,18 +11,22 @@ from snakemake.utils import validate
 from common.config import active_profile
 from papers.winq.settings import (
     KEY,
-    hessian_runs,
+    base_model,
+    compared_methods,
+    hessian_cells,
+    interpolation_every,
     learning_rate_group,
     profile_config,
     run_config,
     run_names,
+    run_seeds,
     run_settings,
     train_config,
+    training_cells,
 )
 
 ROOT = Path(__file__).resolve().parents[3] / "papers" / "winq"
 SCHEMA = str(ROOT / "config.schema.yaml")
-SETTINGS = ["w1", "w1.58", "w2", "w3", "w4", "w2a8"]
 METHODS = ["baseline", "winq", "interpolation", "noise"]
 
 
@@ -31,35 +35,63 @@ def raw():
     return yaml.safe_load((ROOT / "config.yaml").read_text())[KEY]
 
 
-@pytest.mark.parametrize(("profile", "runs"), [("smoke", 8), ("default", 24), ("full", 24)])
-def test_every_profile_validates(raw, profile, runs):
+@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 12, 8), ("default", 40, 36), ("full", 40, 36)])
+def test_every_profile_validates(raw, profile, cells, hessians):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
     validate(active, SCHEMA)
-    assert len(run_names(active)) == runs
+    assert len(training_cells(active)) == cells
+    assert len(hessian_cells(active)) == hessians
 
 
-def test_the_grid_in_order(raw):
-    assert run_names(profile_config(raw, "default")) == [f"{s}-{m}" for s in SETTINGS for m in METHODS]
-    assert run_names(profile_config(raw, "smoke")) == ["w2-baseline", "w2-winq", "w2-interpolation", "w2-noise",
-                                                       "w4-baseline", "w4-winq", "w4-interpolation", "w4-noise"]
+def test_the_runs_in_order(raw):
+    default = profile_config(raw, "default")
+    assert run_names(default) == [
+        *(f"w1-{m}" for m in METHODS), "w1.58-baseline", "w1.58-winq", *(f"w2-{m}" for m in METHODS),
+        "w3-baseline", "w3-winq", "w4-baseline", "w4-winq", "w2a8-baseline", "w2a8-winq"]
+    assert run_names(profile_config(raw, "smoke")) == [*(f"w1-{m}" for m in METHODS), "w2-baseline", "w2-winq"]
+
+
+def test_seeds_of_compared_and_figure_runs(raw):
+    default = profile_config(raw, "default")
+    for run in ("w1-noise", "w2-interpolation", "w1.58-baseline", "w3-winq", "w4-baseline"):
+        assert run_seeds(default, run) == [0, 1, 2], run
+    for run in ("w1.58-winq", "w4-winq", "w2a8-baseline", "w2a8-winq"):
+        assert run_seeds(default, run) == [0], run
+    smoke = profile_config(raw, "smoke")
+    assert training_cells(smoke)[:3] == ["w1-baseline/seed0", "w1-baseline/seed1", "w1-winq/seed0"]
+    assert hessian_cells(smoke) == [f"w1-{m}/seed{k}" for m in ("baseline", "interpolation", "noise") for k in (0, 1)
+                                    ] + ["w2-baseline/seed0", "w2-baseline/seed1"]
+    assert compared_methods(smoke, "w2") == ["baseline", "winq"]
+    assert compared_methods(smoke, "w3") == []  # outside the smoke study
 
 
 def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
-        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 2.0e-4,
-        "interpolation": {"every": 40, "strength": 0.8}, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
+        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-4,
+        "interpolation": {"every": 240, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
-        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 2.0e-4,
-        "interpolation": None, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
-    assert run_settings(active, "w2a8-noise") == {
-        "setting": "w2a8", "bits": 2, "activation_bits": 8, "method": "noise", "lr": 4.0e-4,
-        "interpolation": None, "noise_sigma": 1.0e-3, "noise_seed": 0, "hadamard": False}
-    assert run_settings(active, "w4-interpolation") == {
-        "setting": "w4", "bits": 4, "activation_bits": None, "method": "interpolation", "lr": 1.0e-4,
-        "interpolation": {"every": 40, "strength": 0.8}, "noise_sigma": 0.0, "noise_seed": 0, "hadamard": False}
-    assert run_settings(profile_config(raw, "smoke"), "w2-winq")["interpolation"] == {"every": 4, "strength": 0.8}
+        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-4,
+        "interpolation": None, "noise_sigma": 0.0, "hadamard": False}
+    assert run_settings(active, "w2a8-winq")["lr"] == 6.0e-4
+    assert run_settings(active, "w2a8-winq")["interpolation"] == {"every": 240, "strength": 0.8}  # a quarter
+    assert run_settings(active, "w3-winq")["interpolation"] == {"every": 480, "strength": 0.8}  # a half
+    assert run_settings(profile_config(raw, "smoke"), "w2-winq")["interpolation"] == {"every": 3, "strength": 0.8}
+    hadamard = profile_config({**raw, "study_settings": ["w2h"], "compared": {}}, "default")
+    assert run_settings(hadamard, "w2h-winq")["hadamard"] is True
+
+
+def test_interpolation_periods_are_whole_fractions_of_the_run(raw):
+    active = profile_config(raw, "default")
+    assert [interpolation_every(active, g) for g in ("low_bit", "a8", "high_bit")] == [240, 240, 480]
+    bad = {**raw, "interpolation": {**raw["interpolation"], "fraction": {**raw["interpolation"]["fraction"],
+                                                                       "high_bit": 0.33}}}
+    with pytest.raises(ValueError, match=r"winq\.interpolation\.fraction\.high_bit 0\.33 x train\.max_steps 960 = "
+                                         r"316\.8 is not an integer >= 1"):
+        profile_config(bad, "default")
+    with pytest.raises(ValueError, match=r"fraction\.low_bit 0\.25 x train\.max_steps 10 = 2\.5 is not an integer"):
+        profile_config({**raw, "train": {**raw["train"], "max_steps": 10}}, "default")
 
 
 def test_learning_rate_groups():
@@ -74,10 +106,11 @@ def test_learning_rate_groups():
 
 def test_train_config_per_run(raw):
     smoke = profile_config(raw, "smoke")
-    config = train_config(smoke, "w4-winq", seed=3)
-    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 1.0e-4, 3)
-    assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 4, 6, False)
-    assert train_config(profile_config(raw, "default"), "w2a8-baseline").lr == 4.0e-4
+    config = train_config(smoke, "w1-winq", seed=3)
+    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 3.0e-4, 3)
+    assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 2, 6, False)
+    assert config.min_lr_ratio == 0.0
+    assert train_config(profile_config(raw, "default"), "w2a8-baseline").lr == 6.0e-4
 
 
 def test_bad_run_names_are_named(raw):
@@ -88,8 +121,10 @@ def test_bad_run_names_are_named(raw):
         run_settings(active, "w8-winq")
     with pytest.raises(ValueError, match=r"run 'w2-winqq': unknown method 'winqq'; valid: baseline, winq"):
         run_settings(active, "w2-winqq")
-    with pytest.raises(ValueError, match=r"run 'w1-winq': 'w1' is not a study setting; valid: w2, w4"):
-        run_settings(profile_config(raw, "smoke"), "w1-winq")
+    with pytest.raises(ValueError, match=r"run 'w4-noise': setting 'w4' runs baseline, winq"):
+        run_settings(active, "w4-noise")
+    with pytest.raises(ValueError, match=r"run 'w3-winq': 'w3' is not a study setting; valid: w1, w2"):
+        run_settings(profile_config(raw, "smoke"), "w3-winq")
 
 
 def test_a_wrong_key_is_named(raw):
@@ -97,6 +132,8 @@ def test_a_wrong_key_is_named(raw):
         validate({**raw, "train": {**raw["train"], "max_stpes": 3}}, SCHEMA)
     with pytest.raises(WorkflowError, match="sigmaa"):
         validate({**raw, "profiles": {**raw["profiles"], "smoke": {"noise": {"sigmaa": 1.0}}}}, SCHEMA)
+    with pytest.raises(WorkflowError, match="seed"):  # the noise follows the cell's seed: no noise.seed
+        validate({**raw, "noise": {"sigma": 1e-3, "seed": 0}}, SCHEMA)
 
 
 def test_bad_values_are_named(raw):
@@ -107,9 +144,12 @@ def test_bad_values_are_named(raw):
                        "default")
     with pytest.raises(ValueError, match=r"winq\.methods: unknown method 'sam'; valid methods: baseline, winq"):
         profile_config({**raw, "methods": ["baseline", "sam"]}, "default")
-    with pytest.raises(ValueError, match=r"winq\.interpolation\.every 12 must be below train\.max_steps 12"):
-        profile_config({**raw, "profiles": {"smoke": {**raw["profiles"]["smoke"], "interpolation": {"every": 12}}}},
-                       "smoke")
+    with pytest.raises(ValueError, match=r"winq\.compared\.w2: the claims compare every method with the baseline"):
+        profile_config({**raw, "compared": {**raw["compared"], "w2": ["winq"]}}, "default")
+    with pytest.raises(ValueError, match=r"winq\.figure_seeds \[5\] are not among the seeds \[0, 1, 2\]"):
+        profile_config({**raw, "figure_seeds": [5]}, "default")
+    with pytest.raises(ValueError, match=r"winq: setting 'w2a8' has no baseline run"):
+        profile_config({**raw, "figure_methods": ["winq"]}, "default")
     with pytest.raises(ValueError, match=r"unknown training option 'max_stpes'"):
         profile_config({**raw, "train": {**raw["train"], "max_stpes": 3}}, "default")
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
@@ -124,15 +164,16 @@ def test_run_config_is_the_runs_own_part(raw):
         assert train_config(part, name, 7) == train_config(active, name, 7)
     assert run_config(active, "w2-baseline") == {
         "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
-        "learning_rates": {"low_bit": 2.0e-4}, "hadamard": False, "noise": {"seed": 0}, "train": active["train"]}
-    assert run_config(active, "w4-winq")["interpolation"] == {"every": 40, "strength": 0.8}
-    assert run_config(active, "w4-winq")["noise"] == {"sigma": 1.0e-3, "seed": 0}
+        "compared": {"w2": ["baseline"]}, "figure_methods": [], "seeds": [0], "figure_seeds": [0],
+        "learning_rates": {"low_bit": 3.0e-4}, "noise": {}, "train": active["train"]}
+    assert run_config(active, "w3-winq")["interpolation"] == {"strength": 0.8, "fraction": {"high_bit": 0.5}}
+    assert run_config(active, "w3-winq")["noise"] == {"sigma": 1.0e-3}
+    # another seed list, another group's fraction, another setting's bits: the same part
+    other = profile_config({**raw, "seeds": [0, 1, 2, 3], "interpolation": {**raw["interpolation"], "fraction": {
+        **raw["interpolation"]["fraction"], "high_bit": 0.25}}}, "default")
+    assert run_config(other, "w2-winq") == run_config(active, "w2-winq")
 
 
-def test_hessian_runs_and_methods(raw):
-    active = profile_config(raw, "smoke")
-    assert hessian_runs(active) == ["w2-baseline", "w2-winq", "w4-baseline", "w4-winq"]
-    bad = {**raw, "hessian": {**raw["hessian"], "methods": ["noise"]}, "methods": ["baseline", "winq"]}
-    message = r"winq\.hessian\.methods: 'noise' is not a study method; valid: baseline, winq"
-    with pytest.raises(ValueError, match=message):
-        profile_config(bad, "smoke")
+def test_the_base_model_is_the_studys_own(raw):
+    assert base_model(profile_config(raw, "default"), "small") == "tiny"
+    assert base_model(profile_config(raw, "smoke"), "smoke") == "smoke"  # null: the workflow's

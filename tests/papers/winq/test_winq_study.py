@@ -1,14 +1,26 @@
-"""The study summary: curves, steps to the baseline's final quality, speedups, improvements, Hessian rows."""
+"""The study summary: curves, gradient norms, steps to the same seed's baseline's final quality, speedups,
+improvements, seed means per run, Hessian rows with the masses at the absolute thresholds."""
 
 import pytest
-from winq_testing import BASE_PERPLEXITY, PLANTED, build_study, hessian_cell
+from winq_testing import BASE_PERPLEXITY, build_study, hessian_cell
 
-from papers.winq.study import read_curve, row_of, run_table, steps_to_reach, study_summary
+from papers.winq.study import (
+    cell_of,
+    grad_norm_means,
+    read_curve,
+    read_grad_norms,
+    row_of,
+    run_table,
+    steps_to_reach,
+    study_summary,
+    threshold_masses,
+    value_at_half,
+)
 
 
 @pytest.fixture
 def study(tmp_path):
-    return build_study(tmp_path)
+    return build_study(tmp_path, seed_factor=0.1)
 
 
 def test_read_curve_counts_steps_taken(tmp_path):
@@ -24,61 +36,114 @@ def test_read_curve_rejects_an_empty_log(tmp_path):
         read_curve(path)
 
 
-def test_steps_to_reach_is_the_first_point_at_or_below():
+def test_grad_norms_by_quarter(tmp_path):
+    path = tmp_path / "train_log.csv"
+    path.write_text("step,loss,lr,grad_norm,tokens,seconds\n" + "".join(f"{s},1,1,{s + 1},1,1\n" for s in range(8)))
+    norms = read_grad_norms(path)
+    assert norms == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    assert grad_norm_means(norms) == {"second_quarter": 3.5, "last_quarter": 7.5, "last_half": 6.5}
+    path.write_text("step,loss,lr,grad_norm,tokens,seconds\n0,1,1,1,1,1\n2,1,1,1,1,1\n")
+    with pytest.raises(ValueError, match="a step missing"):
+        read_grad_norms(path)
+    with pytest.raises(ValueError, match="a run of 3 steps has no quarters"):
+        grad_norm_means([1.0, 1.0, 1.0])
+
+
+def test_steps_to_reach_and_the_half_point():
     curve = [(4, 120.0), (8, 90.0), (12, 95.0)]
     assert steps_to_reach(curve, 90.0) == 8
     assert steps_to_reach(curve, 100.0) == 8
     assert steps_to_reach(curve, 120.0) == 4
     assert steps_to_reach(curve, 89.9) is None
+    assert value_at_half(curve, 16) == 90.0  # the last point at or before 8 steps
+    assert value_at_half(curve, 12) == 120.0
+    assert value_at_half(curve, 4) == 120.0  # none before: the first
 
 
-def test_speedups_and_improvements(study):
+def test_cells_against_the_same_seeds_baseline(study):
     summary = study_summary(*study)
-    assert [r["run"] for r in summary["runs"]] == [f"{s}-{m}" for s in ("w2", "w4") for m in PLANTED]
-    baseline, winq = row_of(summary, "w2-baseline"), row_of(summary, "w2-winq")
-    assert baseline["baseline_final_val_perplexity"] == 90.0
+    assert [r["cell"] for r in summary["cells"]][:4] == ["w1-baseline/seed0", "w1-baseline/seed1", "w1-winq/seed0",
+                                                         "w1-winq/seed1"]
+    baseline, winq = cell_of(summary, "w1-baseline/seed1"), cell_of(summary, "w1-winq/seed1")
+    assert baseline["baseline_final_val_perplexity"] == pytest.approx(99.0)  # 90 x 1.1: seed 1's own baseline
     assert (baseline["steps_to_baseline"], baseline["speedup"]) == (12, 1.0)
-    assert (winq["steps_to_baseline"], winq["speedup"]) == (8, 1.5)  # 88 <= 90 after 8 steps
-    assert row_of(summary, "w4-interpolation")["speedup"] == 1.5  # 90 <= 90 after 8 steps: at or below counts
-    assert row_of(summary, "w4-noise")["speedup"] is None  # never at or below 90
-    assert winq["improvement"] == pytest.approx(0.08)  # (100 - 92) / 100
-    assert row_of(summary, "w2-noise")["improvement"] == pytest.approx(0.02)
+    assert (winq["steps_to_baseline"], winq["speedup"]) == (6, 2.0)
+    assert cell_of(summary, "w1-interpolation/seed0")["speedup"] == 1.5  # 90 <= 90 after 8 steps: at or below
+    assert cell_of(summary, "w1-noise/seed0")["speedup"] is None  # never at or below 90
+    assert winq["improvement"] == pytest.approx(0.08)  # (110 - 101.2) / 110
     assert baseline["improvement"] == 0.0
     assert str(baseline["improvement"]) == "0.0"  # not -0.0: the report prints +0.00%
+    assert (winq["first_val_perplexity"], winq["half_val_perplexity"]) == pytest.approx((137.5, 96.8))
+    assert baseline["grad_norm"] == pytest.approx({"second_quarter": 0.8, "last_quarter": 0.2, "last_half": 0.3})
+    assert (winq["every"], winq["interpolations"], baseline["interpolations"]) == (3, 4, 0)  # 12 // 3
+    assert (winq["seed"], winq["data_seed"], winq["noise_seed"]) == (1, 1, 1)
     assert winq["metrics"]["cloze_acc_se"] == pytest.approx((0.25 / 64) ** 0.5)
     assert summary["base"]["perplexity"] == BASE_PERPLEXITY
-    assert summary["curves"]["w2-winq"] == {"steps": [4, 8, 12], "perplexity": [110.0, 88.0, 80.0]}
-    assert (winq["bits_per_weight"], winq["train_seconds"], winq["lr"]) == (2.25, 2.0, 2e-4)
+    assert summary["curves"]["w1-winq/seed0"] == {"steps": [2, 4, 6, 8, 10, 12],
+                                                 "perplexity": [125.0, 110.0, 88.0, 84.0, 81.0, 80.0]}
+    assert len(summary["grad_norms"]["w1-noise/seed1"]) == 12
+    assert (winq["bits_per_weight"], winq["train_seconds"], winq["lr"]) == (1.25, 2.0, 3e-4)
+
+
+def test_runs_are_seed_means(study):
+    summary = study_summary(*study)
+    winq = row_of(summary, "w1-winq")
+    assert winq["seeds"] == [0, 1]
+    assert winq["compared"] is True
+    assert winq["test_perplexity"] == pytest.approx(92.0 * 1.05)
+    assert winq["test_perplexity_sd"] == pytest.approx(92.0 * 0.1 / 2**0.5)
+    assert winq["improvement"] == pytest.approx(0.08)
+    assert (winq["speedup"], winq["speedups"]) == (2.0, [2.0, 2.0])
+    assert row_of(summary, "w1-noise")["speedup"] is None
+    assert winq["train_seconds"] == 4.0
+    assert summary["seeds"]["w2-winq"] == [0, 1]
+    assert summary["compared"] == {"w1": ["baseline", "winq", "interpolation", "noise"], "w2": ["baseline", "winq"]}
+    assert summary["pooled_settings"] == ["w1", "w2"]
+    assert summary["interpolation"] == {"strength": 0.8, "every": {"low_bit": 3, "a8": 3, "high_bit": 6}}
+    assert (summary["eval_every"], summary["max_steps"]) == (2, 12)
 
 
 def test_hessian_rows(study):
     summary = study_summary(*study)
-    assert [h["run"] for h in summary["hessian"]] == ["w2-baseline", "w2-winq", "w4-baseline", "w4-winq"]
+    assert [h["cell"] for h in summary["hessian"]] == [
+        *(f"w1-{m}/seed{k}" for m in ("baseline", "interpolation", "noise") for k in (0, 1)),
+        "w2-baseline/seed0", "w2-baseline/seed1"]
     row = summary["hessian"][0]
-    assert (row["setting"], row["bits"], row["method"], row["largest_abs_eigenvalue"]) == ("w2", 2, "baseline", 2.0)
-    assert row["near_zero_mass"] == pytest.approx(0.4)
+    assert (row["run"], row["seed"], row["setting"], row["bits"], row["method"]) == ("w1-baseline", 0, "w1", 1,
+                                                                                     "baseline")
+    assert row["near_zero_mass"] == pytest.approx(0.5)
+    assert (row["abs_threshold"], row["notebook_threshold"]) == (1e-3, 1.5e-3)
+    assert row["abs_masses"] == pytest.approx({"near_zero": 0.5, "negative": 0.25, "positive": 0.25})
 
 
-def test_a_missing_evaluation_or_baseline_is_named(study):
-    config, curves, evaluations, hessians, seconds, bits = study
-    with pytest.raises(ValueError, match="missing evaluation of 'w4-noise'"):
-        study_summary(config, curves, {k: v for k, v in evaluations.items() if k != "w4-noise"}, hessians, seconds,
-                      bits)
+def test_threshold_masses_are_strict_near_zero():
+    cell = {"nodes": [[-2e-3, -1e-3, 0.0, 5e-4, 1e-3]], "weights": [[0.1, 0.2, 0.3, 0.15, 0.25]]}
+    assert threshold_masses(cell, 1e-3) == pytest.approx({"near_zero": 0.45, "negative": 0.3, "positive": 0.25})
+    assert threshold_masses(cell, 1.5e-3) == pytest.approx({"near_zero": 0.9, "negative": 0.1, "positive": 0.0})
+
+
+def test_a_missing_artifact_is_named(study):
+    config, curves, logs, evaluations, hessians, records, seconds, bits = study
+    without = lambda d, key: {k: v for k, v in d.items() if k != key}  # noqa: E731
+    with pytest.raises(ValueError, match="missing evaluation of 'w2-winq/seed1'"):
+        study_summary(config, curves, logs, without(evaluations, "w2-winq/seed1"), hessians, records, seconds, bits)
     with pytest.raises(ValueError, match="missing evaluation of 'base'"):
-        study_summary(config, curves, {k: v for k, v in evaluations.items() if k != "base"}, hessians, seconds, bits)
-    with pytest.raises(ValueError, match="run 'w2-winq' has no evaluation log"):
-        study_summary(config, {k: v for k, v in curves.items() if k != "w2-winq"}, evaluations, hessians, seconds,
+        study_summary(config, curves, logs, without(evaluations, "base"), hessians, records, seconds, bits)
+    with pytest.raises(ValueError, match=r"cell 'w1-winq/seed0' has no evaluation log"):
+        study_summary(config, without(curves, "w1-winq/seed0"), logs, evaluations, hessians, records, seconds, bits)
+    with pytest.raises(ValueError, match=r"cell 'w1-noise/seed1' has no training log"):
+        study_summary(config, curves, without(logs, "w1-noise/seed1"), evaluations, hessians, records, seconds, bits)
+    with pytest.raises(ValueError, match=r"cell 'w2-baseline/seed0' has no checkpoint record"):
+        study_summary(config, curves, logs, evaluations, hessians, without(records, "w2-baseline/seed0"), seconds,
                       bits)
-    no_baseline = {**config, "methods": ["winq"]}
-    with pytest.raises(ValueError, match="setting 'w2' has no baseline run"):
-        study_summary(no_baseline, curves, evaluations, hessians, seconds, bits)
 
 
 def test_run_table_is_flat(study):
     table = run_table(study_summary(*study))
-    assert table[1]["run"] == "w2-winq"
-    assert table[1]["speedup"] == 1.5
-    assert table[1]["test ppl"] == 92.0
+    assert table[2]["cell"] == "w1-winq/seed0"
+    assert table[2]["speedup"] == 2.0
+    assert table[2]["test ppl"] == 92.0
+    assert table[0]["grad norm last/second quarter"] == pytest.approx(0.25)
 
 
 def test_hessian_cell_helper_masses_sum_to_one():

@@ -21,20 +21,24 @@ def train_config(**changes) -> TrainConfig:
 
 
 # --- a planted study: every input of papers.winq.study.study_summary ---------------------------------------------
-SMOKE_SETTINGS = ("w2", "w4")
 BASE_PERPLEXITY = 50.0
-# per method: (validation curve after 4, 8, 12 steps, test perplexity); the baseline's final value is the target
+# per method: (validation curve after 2, 4, ..., 12 steps, test perplexity); the baseline's final value is the target
 PLANTED = {
-    "baseline": ([120.0, 100.0, 90.0], 100.0),
-    "winq": ([110.0, 88.0, 80.0], 92.0),
-    "interpolation": ([115.0, 90.0, 85.0], 95.0),
-    "noise": ([118.0, 99.0, 91.0], 98.0),
+    "baseline": ([130.0, 120.0, 100.0, 95.0, 91.0, 90.0], 100.0),
+    "winq": ([125.0, 110.0, 88.0, 84.0, 81.0, 80.0], 92.0),  # at or below 90 after 6 steps: 2x
+    "interpolation": ([128.0, 115.0, 92.0, 90.0, 87.0, 85.0], 95.0),  # after 8 steps: 1.5x
+    "noise": ([129.0, 119.0, 99.0, 94.0, 91.0, 91.0], 98.0),  # never
 }
+# per method: the gradient norm of each of the 12 steps (the baseline's last quarter is a quarter of its second)
+GRAD_NORMS = {"baseline": [1.0] * 3 + [0.8] * 3 + [0.4] * 3 + [0.2] * 3}
+GRAD_NORMS |= {"winq": GRAD_NORMS["baseline"], "interpolation": GRAD_NORMS["baseline"],
+               "noise": [1.5 * g for g in GRAD_NORMS["baseline"]]}
 EXAMPLES = 64
 
 
 def smoke_config():
-    """The smoke profile of the real config (settings w2 and w4, every method, 12 steps, eval every 4)."""
+    """The smoke profile of the real config (W1 x every method and W2 x {baseline, winq}, seeds 0 and 1, 12 steps,
+    eval every 2)."""
     import yaml
 
     from papers.winq.settings import KEY, profile_config
@@ -71,18 +75,18 @@ def evaluation(path, perplexity, cloze=0.5, choice=0.25, examples=EXAMPLES):
     return record
 
 
-def hessian_cell(bits, method, *, near_zero, largest, activation_bits=None, probes=2, jitter=0.0):
+def hessian_cell(bits, method, *, near_zero, largest, activation_bits=None, probes=2, jitter=0.0, negative=0.5):
     """A Hessian cell (the fields the study reads): ``probes`` probes with Ritz values -largest/2, 0 and
-    ``largest (1 + jitter_p)`` and weights ``(1 - m_p) / 2, m_p, (1 - m_p) / 2`` with ``m_p = near_zero (1 +
-    jitter_p)``, ``jitter_p`` alternating ``+-jitter`` (identical probes by default); the cell's statistics are
-    those of its probes."""
+    ``largest (1 + jitter_p)`` and weights ``(1 - m_p) negative, m_p, (1 - m_p) (1 - negative)`` with
+    ``m_p = near_zero (1 + jitter_p)``, ``jitter_p`` alternating ``+-jitter`` (identical probes by default); the
+    cell's statistics are those of its probes (the 0 node is near zero at every threshold)."""
     signs = [(-1) ** p for p in range(probes)]
     masses = [near_zero * (1 + jitter * s) for s in signs]
     nodes = [[-largest / 2, 0.0, largest * (1 + jitter * s)] for s in signs]
-    weights = [[(1 - m) / 2, m, (1 - m) / 2] for m in masses]
+    weights = [[(1 - m) * negative, m, (1 - m) * (1 - negative)] for m in masses]
     near = sum(masses) / probes
     return {"bits": bits, "activation_bits": activation_bits, "method": method, "near_zero_mass": near,
-            "negative_mass": (1 - near) / 2, "positive_mass": (1 - near) / 2,
+            "negative_mass": (1 - near) * negative, "positive_mass": (1 - near) * (1 - negative),
             "largest_abs_eigenvalue": max(abs(v) for theta in nodes for v in theta),
             "near_zero_threshold": 0.01 * largest, "parameters": 1000, "probes": probes, "steps": 3, "seed": 0,
             "nodes": nodes, "weights": weights, "wall_time_s": 1.5}
@@ -104,30 +108,56 @@ def planted_bits_per_weight(bits):
     return 8 / quantization_config(bits)["packing"]["codes_per_byte"] + 32 / IN_FEATURES
 
 
-def build_study(directory, config=None, planted=None, hessians=None):
-    """``(config, curves, evaluations, hessians, seconds, bits_per_weight)`` for ``study_summary``: every run of the
-    smoke config with the ``planted`` curve and test perplexity of its method (the same in every setting), eval
-    logs written under ``directory``; ``hessians`` default: baseline and WinQ of each setting, lower bits flatter."""
-    from papers.winq.settings import run_names, run_settings
+def write_csv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + "\n" + "\n".join(",".join(str(v) for v in row) for row in rows) + "\n")
+
+
+def _of_seed(value, seed):
+    """A planted value, or per seed ``{seed: value}``."""
+    return value[seed] if isinstance(value, dict) else value
+
+
+def build_study(directory, config=None, planted=None, hessians=None, grad_norms=None, seed_factor=0.0):
+    """``(config, curves, logs, evaluations, hessians, records, seconds, bits_per_weight)`` for ``study_summary``:
+    every cell of the smoke config with the ``planted`` curve and test perplexity of its method (the same in every
+    setting; seed ``k`` scales them by ``1 + seed_factor k``) and its ``grad_norms`` (a method's entry may be
+    ``{seed: ...}``), logs written under ``directory``; ``hessians`` default: every Hessian cell of the config,
+    lower bits flatter, interpolation steeper, noise with more negative mass."""
+    from papers.winq.settings import hessian_cells, run_settings, training_cells
 
     config = smoke_config() if config is None else config
     planted = PLANTED if planted is None else planted
-    curves, evaluations, seconds, bits = {}, {"base": evaluation("base", BASE_PERPLEXITY)}, {}, {}
-    for name in run_names(config):
-        method = run_settings(config, name)["method"]
-        values, test = planted[method]
-        path = Path(directory) / name / "eval_log.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [f"{4 * (i + 1) - 1},{v / 100},{v},256" for i, v in enumerate(values)]
-        path.write_text("step,val_loss,val_perplexity,val_tokens\n" + "\n".join(rows) + "\n")
-        curves[name] = path
-        evaluations[name] = evaluation(name, test)
-        seconds[name] = 2.0
-        bits[name] = planted_bits_per_weight(run_settings(config, name)["bits"])
+    grad_norms = GRAD_NORMS if grad_norms is None else grad_norms
+    curves, logs, records, seconds, bits = {}, {}, {}, {}, {}
+    evaluations = {"base": evaluation("base", BASE_PERPLEXITY)}
+    for cell in training_cells(config):
+        run, _, seed = cell.rpartition("/seed")
+        settings = run_settings(config, run)
+        factor = 1 + seed_factor * int(seed)
+        values, test = _of_seed(planted[settings["method"]], int(seed))
+        every = config["train"]["eval_every"]
+        write_csv(Path(directory) / cell / "eval_log.csv", "step,val_loss,val_perplexity,val_tokens",
+                  [(every * (i + 1) - 1, math.log(v * factor), v * factor, 256) for i, v in enumerate(values)])
+        write_csv(Path(directory) / cell / "train_log.csv", "step,loss,lr,grad_norm,tokens,seconds",
+                  [(i, 1.0, 1e-3, g, 256 * (i + 1), i)
+                   for i, g in enumerate(_of_seed(grad_norms[settings["method"]], int(seed)))])
+        curves[cell] = Path(directory) / cell / "eval_log.csv"
+        logs[cell] = Path(directory) / cell / "train_log.csv"
+        evaluations[cell] = evaluation(cell, test * factor)
+        interpolation = settings["interpolation"]
+        records[cell] = {"qat": {"method": settings["method"], "noise_seed": int(seed), "interpolations":
+                                 config["train"]["max_steps"] // interpolation["every"] if interpolation else 0},
+                         "training": {"config": {"seed": int(seed)}}}
+        seconds[cell] = 2.0
+        bits[cell] = planted_bits_per_weight(settings["bits"])
     if hessians is None:
         hessians = {}
-        for setting in config["study_settings"]:
-            b = config["settings"][setting]["bits"]
-            hessians[f"{setting}-baseline"] = hessian_cell(b, "baseline", near_zero=0.6 - 0.1 * b, largest=b)
-            hessians[f"{setting}-winq"] = hessian_cell(b, "winq", near_zero=0.5 - 0.1 * b, largest=2 * b)
-    return config, curves, evaluations, hessians, seconds, bits
+        for cell in hessian_cells(config):
+            settings = run_settings(config, cell.split("/")[0])
+            b, method = settings["bits"], settings["method"]
+            fields = {"near_zero": 0.6 - 0.1 * b, "largest": b}
+            if method in ("interpolation", "winq"):
+                fields = {"near_zero": 0.4 - 0.1 * b, "largest": 2 * b}
+            hessians[cell] = hessian_cell(b, method, **fields, negative=0.6 if method == "noise" else 0.5)
+    return config, curves, logs, evaluations, hessians, records, seconds, bits
