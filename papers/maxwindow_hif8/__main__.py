@@ -1,9 +1,10 @@
 """``python -m papers.maxwindow_hif8 <step>``: the thin steps the Snakemake rules run (read inputs, call the
 package, write the output atomically). ``--config-json`` is the profile's study config (or the part a step needs).
 
-Artifact layout the steps read by path: a run's logs in ``<runs>/<run>/`` (``train_log.csv``, ``saturation.json``,
-``train_summary.json``, ``telemetry.csv``) and its evaluations in ``<eval>/<precision>/<run>/<role>.json`` with
-precision ``hif8`` or ``bf16`` and role ``pretrain`` or ``shift``.
+Artifact layout the steps read by path: a training cell's logs in ``<runs>/<run>/seed<k>/`` (``train_log.csv``,
+``saturation.json``, ``train_summary.json``, ``telemetry.csv``, ``qat.json``) and its evaluations in
+``<eval>/<precision>/<run>/seed<k>/<role>.json`` with precision ``hif8`` or ``bf16`` and role ``pretrain`` or
+``shift``; the base model's in ``<eval>/bf16/base/<role>.json``.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from common.io import read_json, write_json
 
 
 def train_run(args: argparse.Namespace) -> None:
-    from .run import qat_run
+    from .run import maxwindow_run
     from .settings import run_settings, train_config
 
     config = json_object(args.config_json)
     settings = run_settings(config, args.run_name)
-    qat_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed), args.run_dir,
-            args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"], fmt=config["format"],
-            observer_options=settings["observer_options"], max_val=config["max_val"])
+    maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
+                  args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
+                  fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
+                  history_unit=config["history_unit"])
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -35,22 +37,26 @@ def evaluate(args: argparse.Namespace) -> None:
 
     settings = json_object(args.config_json)
     options = {k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")}
-    pretrain = evaluate_checkpoint(args.model, args.pretrain, cloze=args.cloze, choice=args.choice, **options)
-    shift = evaluate_checkpoint(args.model, args.shift, **options)
-    write_evaluation(args.out_pretrain, pretrain)
-    write_evaluation(args.out_shift, shift)
+    if not len(args.model) == len(args.out_pretrain) == len(args.out_shift):
+        raise ValueError(f"{len(args.model)} models need as many --out-pretrain and --out-shift paths, got "
+                         f"{len(args.out_pretrain)} and {len(args.out_shift)}")
+    for model, out_pretrain, out_shift in zip(args.model, args.out_pretrain, args.out_shift, strict=True):
+        pretrain = evaluate_checkpoint(model, args.pretrain, cloze=args.cloze, choice=args.choice, **options)
+        shift = evaluate_checkpoint(model, args.shift, **options)
+        write_evaluation(out_pretrain, pretrain)
+        write_evaluation(out_shift, shift)
 
 
 def summary(args: argparse.Namespace) -> None:
+    from common.qat.run import parse_seed_cell
+
+    from .claims import evaluation_key
     from .study import study_summary
 
-    logs = {Path(p).parent.name: p for p in args.logs}
-    saturation = {run: read_json(Path(p).with_name("saturation.json")) for run, p in logs.items()}
-    seconds = {run: read_json(Path(p).with_name("train_summary.json"))["seconds"] for run, p in logs.items()}
-    evaluations = {}
-    for path in args.evaluations:
-        parts = Path(path).with_suffix("").parts
-        evaluations["/".join(parts[-3:])] = read_json(path)
+    logs = {parse_seed_cell(p, depth=1): p for p in args.logs}
+    saturation = {cell: read_json(Path(p).with_name("saturation.json")) for cell, p in logs.items()}
+    seconds = {cell: read_json(Path(p).with_name("train_summary.json"))["seconds"] for cell, p in logs.items()}
+    evaluations = {evaluation_key(path): read_json(path) for path in args.evaluations}
     write_json(args.out, study_summary(json_object(args.config_json), logs, saturation, evaluations, seconds))
 
 
@@ -69,7 +75,7 @@ def figure(args: argparse.Namespace) -> None:
     from . import figures
 
     if args.kind == "saturation":
-        frames = {Path(p).parent.name.split("-lr")[0]: pd.read_csv(p) for p in args.inputs}
+        frames = {Path(p).parent.parent.name.split("-lr")[0]: pd.read_csv(p) for p in args.inputs}  # <run>/seed<k>
         fig = figures.plot_saturation(frames, args.warmup)
     else:
         data = read_json(args.inputs[0])
@@ -99,15 +105,16 @@ def context(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     study = read_json(args.summary)
-    stages = {f"continual pretraining, {r['run']}": r["train_seconds"] for r in study["runs"]}
+    stages = {f"continual pretraining, {r['run']} (seed {seed})": cell["train_seconds"] for r in study["runs"]
+              for seed, cell in r["seeds"].items()}
     stages |= training_seconds(args.base_model_metadata)
     cited = [*args.cited, args.summary, args.observer_study, args.claims]
     write_json(args.out, build_context(
         config=config, profile=args.profile, summary=study, cell=read_json(args.observer_study),
         claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
         rerun_examples=args.rerun_example,
-        seeds={"training data order": args.seed, "observer study": config["observer_study"]["seed"],
-               "workflow": args.seed}, stage_seconds=stages))
+        seeds={"training (data order), one cell each": ", ".join(map(str, config["seeds"])),
+               "observer study": config["observer_study"]["seed"], "workflow": args.seed}, stage_seconds=stages))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,9 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
          [("--config-json", req), ("--run", {"dest": "run_name", "required": True}),
           ("--seed", {"type": int, "default": 0}), ("--init", req), ("--train", req), ("--validation", req),
           ("--run-dir", req), ("--out", req)]),
-        ("evaluate", evaluate, "one model on both corpora (the zero-shot tasks on the pretraining corpus)",
-         [("--config-json", req), ("--model", req), ("--pretrain", req), ("--shift", req), ("--cloze", req),
-          ("--choice", req), ("--out-pretrain", req), ("--out-shift", req)]),
+        ("evaluate", evaluate, "models on both corpora (the zero-shot tasks on the pretraining corpus), one process",
+         [("--config-json", req), ("--model", many), ("--pretrain", req), ("--shift", req), ("--cloze", req),
+          ("--choice", req), ("--out-pretrain", many), ("--out-shift", many)]),
         ("summary", summary, "the study's summary over every run",
          [("--config-json", req), ("--logs", many), ("--evaluations", many), ("--out", req)]),
         ("observer-study", observer_study, "the synthetic observer study", [("--config-json", req), ("--out", req)]),

@@ -1,61 +1,86 @@
-# Max-Window HiF8 W8A8 QAT: 18 continual-pretraining runs (every observer x learning rate x BF16 warmup, and a
-# BF16 baseline per learning rate), each checkpoint-quantized by the shared rule and evaluated on both corpora;
-# the study summary, the synthetic observer study, figures (one rule each), claims and the report context that
-# workflow/rules/report.smk renders to reports/maxwindow_hif8.html. Every run is a file target, e.g.
-#   results/models/trained/maxwindow_hif8/max_window-lrlow-w40
-#   results/maxwindow_hif8/eval/hif8/max_window-lrlow-w40/pretrain.json
+# Max-Window HiF8 W8A8 QAT: the continual-pretraining runs the claims compare (settings.STUDY_RUNS: BF16 at both
+# learning rates, the recipe and its ablations, CTS and exp_smooth), each with every seed, evaluated on both corpora
+# in BF16 (as trained) and after the shared HiF8 checkpoint quantization; the study summary, the synthetic observer
+# study, figures (one rule each), claims and the report context that workflow/rules/report.smk renders to
+# reports/maxwindow_hif8.html. Every cell <run>/seed<k> is a file target, e.g.
+#   results/models/trained/maxwindow_hif8/max_window-lrlow-w40/seed1
+#   results/maxwindow_hif8/eval/bf16/max_window-lrlow-w40/seed1/pretrain.json
 include: "helpers.smk"
 
 
 wildcard_constraints:
     mw_run=r"bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+",
+    seed=r"[0-9]+",
 
 
 rule mw_train:
-    """One run: continual pretraining of the base model on the shift corpus, BF16 or HiF8 W8A8 QAT (resumable:
-    rerunning after a kill continues from the run's checkpoint.pt)."""
+    """One training cell: continual pretraining of the base model on the shift corpus with one seed, BF16 or HiF8
+    W8A8 QAT (resumable: rerunning after a kill continues from the cell's checkpoint.pt)."""
     input:
         init=f"results/models/base/{CFG['base_model']}",
         train=f"data/corpora/{MW_CORPORA['shift']}/train.jsonl",
         validation=f"data/corpora/{MW_CORPORA['shift']}/validation.jsonl",
     output:
-        model=directory(f"{MW_TRAINED}/{{mw_run}}"),
-        log=f"{MW_DIR}/runs/{{mw_run}}/train_log.csv",
-        summary=f"{MW_DIR}/runs/{{mw_run}}/train_summary.json",
-        saturation=f"{MW_DIR}/runs/{{mw_run}}/saturation.json",
-        telemetry=f"{MW_DIR}/runs/{{mw_run}}/telemetry.csv",
+        model=directory(f"{MW_TRAINED}/{{mw_run}}/seed{{seed}}"),
+        log=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/train_log.csv",
+        summary=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/train_summary.json",
+        saturation=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/saturation.json",
+        telemetry=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/telemetry.csv",
     log:
-        f"{MW_DIR}/runs/{{mw_run}}/stderr.log",
+        f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/stderr.log",
     conda:
         CONDA_ENV
     threads: 1
     params:
         config=mw_run_config,
-        seed=CFG["seed"],
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 train --config-json {params.config}"
-        " --run {wildcards.mw_run} --seed {params.seed} --init {input.init} --train {input.train}"
+        " --run {wildcards.mw_run} --seed {wildcards.seed} --init {input.init} --train {input.train}"
         " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
 
 
 rule mw_evaluate:
-    """One model on the held-out test splits of both corpora (perplexity), plus the zero-shot tasks of the
-    pretraining corpus. precision hif8 = after the shared checkpoint quantization, bf16 = as trained; run base =
-    the model before continual pretraining."""
+    """One training cell <run>/seed<k> on the held-out test splits of both corpora (perplexity), plus the zero-shot
+    tasks of the pretraining corpus, in both precisions in one job: bf16 = as trained (the paper's evaluation), hif8
+    = after the shared checkpoint quantization."""
     input:
-        model=mw_eval_model,
+        bf16=f"{MW_TRAINED}/{{cell}}",
+        hif8=f"results/models/quantized/{MW_QUANTIZATION}/trained/{MW_KEY}/{{cell}}",
         pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
         shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
         cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
         choice=f"results/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
     output:
-        pretrain=f"{MW_DIR}/eval/{{precision}}/{{run}}/pretrain.json",
-        shift=f"{MW_DIR}/eval/{{precision}}/{{run}}/shift.json",
+        pretrain=[f"{MW_DIR}/eval/{p}/{{cell}}/pretrain.json" for p in ("bf16", "hif8")],
+        shift=[f"{MW_DIR}/eval/{p}/{{cell}}/shift.json" for p in ("bf16", "hif8")],
     log:
-        "logs/maxwindow_hif8/eval/{precision}/{run}.log",
+        "logs/maxwindow_hif8/eval/{cell}.log",
     wildcard_constraints:
-        precision="hif8|bf16",
-        run=r"base|bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+",
+        cell=r"(bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+)/seed[0-9]+",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        eval=json_arg(MW["eval"]),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 evaluate --config-json {params.eval}"
+        " --model {input.bf16} {input.hif8} --pretrain {input.pretrain} --shift {input.shift} --cloze {input.cloze}"
+        " --choice {input.choice} --out-pretrain {output.pretrain} --out-shift {output.shift} > {log} 2>&1"
+
+
+rule mw_evaluate_base:
+    """The base model before continual pretraining, as mw_evaluate does (in BF16 only)."""
+    input:
+        model=f"results/models/base/{CFG['base_model']}",
+        pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
+        shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
+        cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
+        choice=f"results/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
+    output:
+        pretrain=f"{MW_DIR}/eval/bf16/base/pretrain.json",
+        shift=f"{MW_DIR}/eval/bf16/base/shift.json",
+    log:
+        "logs/maxwindow_hif8/eval/base.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -127,7 +152,10 @@ rule mw_figure_summary:
 rule mw_figure_saturation:
     """Figure: the fraction of saturating layers per step and role, per observer (low lr, with warmup)."""
     input:
-        expand(f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/telemetry.csv", observer=MW["observers"]),
+        expand(
+            f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/seed{MW['seeds'][0]}/telemetry.csv",
+            observer=MW["observers"],
+        ),
     output:
         png=report(
             f"{MW_DIR}/figures/saturation.png",
@@ -188,7 +216,15 @@ rule mw_claims:
         config=json_arg(
             {
                 k: MW[k]
-                for k in ("observers", "observer_options", "learning_rates", "bf16_warmup_steps", "train", "claims")
+                for k in (
+                    "observers",
+                    "observer_options",
+                    "learning_rates",
+                    "bf16_warmup_steps",
+                    "train",
+                    "seeds",
+                    "claims",
+                )
             }
         ),
         evidence=json_arg(CFG["evidence"]),

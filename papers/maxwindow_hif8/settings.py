@@ -1,9 +1,12 @@
 """The study's configuration and its runs.
 
-The grid mirrors the paper's eight experiments: every observer x learning rate {high, low} x BF16 warmup
-{0, W}, plus an unquantized (BF16) baseline at each learning rate -- 4 x 2 x 2 + 2 = 18 runs. A run is named
-``bf16-lr<rate>`` or ``<observer>-lr<rate>-w<warmup steps>``, e.g. ``max_window-lrlow-w40`` (the paper's recipe:
-max_window, warmup, low learning rate).
+The runs are those the claims compare (:data:`STUDY_RUNS`, of the paper's eight experiments amax algorithm x
+learning rate x warmup, plus a BF16 baseline per learning rate): the BF16 baselines at both rates, the paper's
+recipe (max_window, BF16 warmup W, low learning rate), its three one-change ablations (most_recent, no warmup, the
+high rate), current tensor scaling (CTS) at both rates and exp_smooth at the recipe's settings -- 9 runs with
+every observer configured, each trained with every seed of ``seeds`` (the cell ``<run>/seed<k>``). A run is named
+``bf16-lr<rate>`` or ``<observer>-lr<rate>-w<warmup steps>``, e.g. ``max_window-lrlow-w40``. Grid cells no claim or
+figure reads (exp_smooth at the high rate, most_recent without warmup, ...) are not trained.
 """
 
 from __future__ import annotations
@@ -34,15 +37,35 @@ def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
                          f"{active['train']['max_steps']}")
     train_config(active, "low")
     QuantRecipe.from_dict(active["checkpoint_quantization"])
+    high, low = active["learning_rates"]["high"], active["learning_rates"]["low"]
+    if not high > low:
+        raise ValueError(f"{KEY}.learning_rates: high {high} must be above low {low}")
+    if "max_window" not in active["observers"]:
+        raise ValueError(f"{KEY}.observers must include max_window (the recipe), got {active['observers']}")
     return active
 
 
+STUDY_RUNS = (  # (observer or None for BF16, rate, warmup: "W" = bf16_warmup_steps or 0), the claims' runs
+    (None, "low", 0), (None, "high", 0), ("max_window", "low", "W"), ("most_recent", "low", "W"),
+    ("max_window", "low", 0), ("max_window", "high", "W"), ("current", "low", "W"), ("current", "high", "W"),
+    ("exp_smooth", "low", "W"))
+
+
+def run_name(observer: str | None, rate: str, warmup: int) -> str:
+    """``bf16-lr<rate>`` for ``observer=None``, else ``<observer>-lr<rate>-w<warmup>``."""
+    return f"bf16-lr{rate}" if observer is None else f"{observer}-lr{rate}-w{warmup}"
+
+
 def run_names(config: Mapping[str, Any]) -> list[str]:
-    """Every run of the grid (module docstring), baselines first."""
-    warmups = (0, config["bf16_warmup_steps"])
-    return [f"bf16-lr{rate}" for rate in ("high", "low")] + [
-        f"{observer}-lr{rate}-w{warmup}" for observer in config["observers"] for rate in ("high", "low")
-        for warmup in warmups]
+    """The runs of the study (module docstring) whose observer the profile configures, baselines first."""
+    warmup = config["bf16_warmup_steps"]
+    return [run_name(observer, rate, warmup if w == "W" else w) for observer, rate, w in STUDY_RUNS
+            if observer is None or observer in config["observers"]]
+
+
+def recipe(config: Mapping[str, Any]) -> str:
+    """The paper's recipe: ``max_window-lrlow-w<W>``."""
+    return run_name("max_window", "low", config["bf16_warmup_steps"])
 
 
 def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -61,6 +84,7 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def train_config(config: Mapping[str, Any], rate: str, seed: int = 0) -> TrainConfig:
-    """The :class:`common.train.TrainConfig` of every run at learning rate ``rate`` (same data order: ``seed``)."""
+    """The :class:`common.train.TrainConfig` of every run at learning rate ``rate`` and seed ``seed`` (the runs of
+    one seed share its data order, so they are compared paired by seed)."""
     return TrainConfig.from_dict({**config["train"], "lr": config["learning_rates"][rate], "seed": seed,
                                   "progress": False})

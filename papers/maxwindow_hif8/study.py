@@ -1,21 +1,21 @@
 """The study's summary, read from the artifacts of every run, and the synthetic observer cell.
 
-Per run (``settings.run_names``), against the BF16 baseline at the same learning rate (``bf16-lr<rate>``):
+Per run (``settings.run_names``) and seed (``seeds``), against the BF16 baseline at the same learning rate and seed
+(``bf16-lr<rate>/seed<k>``: the same batches):
 
 * training-loss APE, the paper's measure of "the loss looks fine": the mean over the steps where HiF8 is on
-  (``t >= warmup_steps``; every step of the baseline and the run see the same batches, same seed) of
-  ``|L_t - L_t^BF16| / L_t^BF16``;
-* downstream metrics of the evaluated model (HiF8 W8A8 after checkpoint quantization for QAT runs; the baselines
-  unquantized, as the paper compares them, and also after the same checkpoint quantization, i.e. PTQ): perplexity
-  on the held-out test split of the pretraining corpus (forgetting) and of the shift corpus (learning), and the
-  zero-shot accuracies on the pretraining corpus (cloze ``acc``; 4-way choice ``acc_norm``, as HellaSwag);
-* the relative drop of each metric vs the baseline, positive = worse: ``(m_BF16 - m) / m_BF16`` for accuracies,
-  ``(m - m_BF16) / m_BF16`` for perplexities;
-* saturation statistics per tensor role (``run.saturation_summary``).
+  (``t >= warmup_steps``) of ``|L_t - L_t^BF16| / L_t^BF16``;
+* downstream metrics of the trained model evaluated in BF16 (the latent weights as trained, the paper's lm-eval
+  comparison) and after the HiF8 W8A8 checkpoint quantization (deployed): perplexity on the held-out test split of
+  the pretraining corpus (forgetting) and of the shift corpus (learning), and the zero-shot accuracies on the
+  pretraining corpus (cloze ``acc``; 4-way choice ``acc_norm``, as HellaSwag);
+* the relative drop of each metric vs the BF16 baseline evaluated in BF16, positive = worse:
+  ``(m_BF16 - m) / m_BF16`` for accuracies, ``(m - m_BF16) / m_BF16`` for perplexities;
+* saturation statistics per tensor role (:func:`common.qat.saturation_summary`).
 
-Accuracies carry their binomial standard error ``sqrt(p (1 - p) / n)``; a difference of two accuracies on the same
-``n`` examples has standard error at most ``sqrt(se_1^2 + se_2^2)`` (independent errors; paired errors make it
-smaller), which the claims use to tell a drop from noise.
+A run's row holds the seed means (metrics, APE, saturation statistics; the loss curve is the mean over seeds per
+step) and, under ``seeds``, every seed's own values; drops are of the seed means. The claims' intervals are made
+from the artifacts themselves (``claims.py``), not from this summary.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from common.analysis import observer_study
 from common.analysis.observer_study import SPIKE_KINDS, TRACE_KINDS, amax_trace, run_observer, spike_steps
 from common.eval.compare import metric_entry, relative_drop
 from common.observers import OBSERVER_NAMES
+from common.qat.run import seed_cell
 
-from .settings import run_names, run_settings
+from .settings import recipe, run_names, run_settings
 
 # (metric, evaluated corpus role, metric group in the evaluation record, field, higher is better)
 METRICS: tuple[tuple[str, str, str, str, bool], ...] = (
@@ -103,58 +104,74 @@ def drops(metrics: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str,
     return {metric: relative_drop(metrics[metric], reference[metric], higher) for metric, *_, higher in METRICS}
 
 
-def study_summary(config: Mapping[str, Any], logs: Mapping[str, str | os.PathLike[str]],
-                  saturation: Mapping[str, Mapping[str, Any]], evaluations: Mapping[str, Mapping[str, Any]],
-                  train_seconds: Mapping[str, float]) -> dict[str, Any]:
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _mean_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Key-wise mean of flat numeric records (None stays None)."""
+    return {k: _mean([r[k] for r in records]) for k in records[0]}
+
+
+def study_summary(config: Mapping[str, Any], logs: Mapping[tuple[str, int], str | os.PathLike[str]],
+                  saturation: Mapping[tuple[str, int], Mapping[str, Any]], evaluations: Mapping[str, Mapping[str, Any]],
+                  train_seconds: Mapping[tuple[str, int], float]) -> dict[str, Any]:
     """The study's summary (module docstring).
 
-    ``logs``: run -> its ``train_log.csv``; ``saturation``: run -> its ``saturation.json``; ``evaluations``:
-    ``"<precision>/<run>/<corpus role>"`` -> evaluation record, with precision ``hif8`` (after checkpoint
-    quantization) or ``bf16``, run a run name or ``base`` (the model before continual pretraining) and role
-    ``pretrain`` or ``shift``. Every run needs its log, saturation and HiF8 evaluations; the baselines also their
-    BF16 ones, and ``bf16/base`` must be there. ValueError naming what is missing.
+    ``logs``: ``(run, seed)`` -> its ``train_log.csv``; ``saturation``: ``(run, seed)`` -> its ``saturation.json``;
+    ``evaluations``: ``"<precision>/<run>/seed<k>/<corpus role>"`` (or ``"bf16/base/<role>"``, the model before
+    continual pretraining) -> evaluation record, precision ``bf16`` (as trained) or ``hif8`` (after checkpoint
+    quantization), role ``pretrain`` or ``shift``. Every cell needs its log, saturation and both evaluations.
+    ValueError naming what is missing.
     """
-    names = run_names(config)
+    names, seeds = run_names(config), list(config["seeds"])
 
-    def metrics_of(precision: str, run: str) -> dict[str, Any]:
-        keys = [f"{precision}/{run}/{role}" for role in ("pretrain", "shift")]
+    def metrics_of(precision: str, cell: str) -> dict[str, Any]:
+        keys = [f"{precision}/{cell}/{role}" for role in ("pretrain", "shift")]
         missing = [k for k in keys if k not in evaluations]
         if missing:
             raise ValueError(f"missing evaluation(s): {', '.join(missing)}")
         return evaluated_metrics(*(evaluations[k] for k in keys))
 
     for name in names:
-        for what, table in (("training log", logs), ("saturation summary", saturation)):
-            if name not in table:
-                raise ValueError(f"run {name!r} has no {what}")
-    losses = {name: read_losses(logs[name]) for name in names}
-    baselines = {rate: metrics_of("bf16", f"bf16-lr{rate}") for rate in ("high", "low")}
+        for seed in seeds:
+            for what, table in (("training log", logs), ("saturation summary", saturation)):
+                if (name, seed) not in table:
+                    raise ValueError(f"run {name!r} seed {seed} has no {what}")
+    losses = {(name, seed): read_losses(logs[name, seed]) for name in names for seed in seeds}
     rows = []
     for name in names:
         settings = run_settings(config, name)
-        rate, observer = settings["rate"], settings["observer"]
-        reference = f"bf16-lr{rate}"
-        precision = "bf16" if observer is None else "hif8"
-        metrics = baselines[rate] if observer is None else metrics_of("hif8", name)
-        rows.append({
-            "run": name, "observer": observer, "rate": rate, "lr": settings["lr"],
-            "warmup_steps": settings["warmup_steps"], "precision": precision,
-            "steps": max(losses[name]) + 1, "final_loss": losses[name][max(losses[name])],
-            "loss_ape": None if observer is None else loss_ape(losses[name], losses[reference],
-                                                               settings["warmup_steps"]),
-            "metrics": metrics, "drop": drops(metrics, baselines[rate]),
-            "drop_vs_low_rate_bf16": drops(metrics, baselines["low"]),
-            "saturation": dict(saturation[name]), "train_seconds": float(train_seconds.get(name, 0.0)),
-        })
-    ptq = []
-    for rate in ("high", "low"):
-        metrics = metrics_of("hif8", f"bf16-lr{rate}")
-        ptq.append({"run": f"bf16-lr{rate}", "rate": rate, "metrics": metrics, "drop": drops(metrics, baselines[rate])})
-    base = metrics_of("bf16", "base")
-    return {"runs": rows, "ptq": ptq, "base": base,
-            "losses": {name: [losses[name][t] for t in sorted(losses[name])] for name in names},
+        rate, observer, warmup = settings["rate"], settings["observer"], settings["warmup_steps"]
+        per_seed = {}
+        for seed in seeds:
+            reference = (f"bf16-lr{rate}", seed)
+            curve = losses[name, seed]
+            per_seed[seed] = {
+                "final_loss": curve[max(curve)],
+                "loss_ape": None if observer is None else loss_ape(curve, losses[reference], warmup),
+                "metrics": metrics_of("bf16", seed_cell(name, seed)),
+                "metrics_hif8": metrics_of("hif8", seed_cell(name, seed)),
+                "saturation": dict(saturation[name, seed]),
+                "train_seconds": float(train_seconds.get((name, seed), 0.0))}
+        rows.append({"run": name, "observer": observer, "rate": rate, "lr": settings["lr"], "warmup_steps": warmup,
+                     "steps": max(losses[name, seeds[0]]) + 1, "seeds": per_seed,
+                     **{k: _mean([per_seed[s][k] for s in seeds]) for k in ("final_loss", "loss_ape",
+                                                                              "train_seconds")},
+                     "metrics": _mean_record([per_seed[s]["metrics"] for s in seeds]),
+                     "metrics_hif8": _mean_record([per_seed[s]["metrics_hif8"] for s in seeds]),
+                     "saturation": {role: _mean_record([per_seed[s]["saturation"][role] for s in seeds])
+                                    for role in per_seed[seeds[0]]["saturation"]}})
+    baselines = {row["rate"]: row["metrics"] for row in rows if row["observer"] is None}
+    for row in rows:
+        row["drop"] = drops(row["metrics"], baselines[row["rate"]])
+        row["drop_hif8"] = drops(row["metrics_hif8"], baselines[row["rate"]])
+    steps = sorted(losses[names[0], seeds[0]])
+    return {"runs": rows, "base": metrics_of("bf16", "base"), "seeds": seeds,
+            "losses": {name: [_mean([losses[name, s][t] for s in seeds]) for t in steps] for name in names},
             "warmup_steps": config["bf16_warmup_steps"], "learning_rates": dict(config["learning_rates"]),
-            "recipe": f"max_window-lrlow-w{config['bf16_warmup_steps']}"}
+            "recipe": recipe(config)}
 
 
 def observer_cell(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,31 +198,14 @@ def observer_cell(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_table(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One flat row per run (for tables and notebooks): settings, loss APE, metrics, drops, input saturation."""
+    """One flat row per run (for tables and notebooks), seed means: settings, loss APE, metrics in BF16, drops,
+    saturation rate per role."""
     flat = []
     for row in summary["runs"]:
-        entry = {k: row[k] for k in ("run", "observer", "rate", "warmup_steps", "precision", "final_loss", "loss_ape")}
+        entry = {k: row[k] for k in ("run", "observer", "rate", "warmup_steps", "final_loss", "loss_ape")}
         entry |= {k: v for k, v in row["metrics"].items() if not k.endswith(("_n", "_se"))}
         entry |= {f"drop_{k}": v for k, v in row["drop"].items()}
         for role, stats in row["saturation"].items():
             entry[f"{role}_overflow_rate"] = stats["overflow_rate"]
         flat.append(entry)
     return flat
-
-
-def recipe_row(summary: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The summary row of the paper's recipe (max_window, warmup, low learning rate)."""
-    return row_of(summary, summary["recipe"])
-
-
-def row_of(summary: Mapping[str, Any], run: str) -> Mapping[str, Any]:
-    """The summary row of ``run`` (ValueError naming a run the summary lacks)."""
-    for row in summary["runs"]:
-        if row["run"] == run:
-            return row
-    raise ValueError(f"run {run!r} is not in the summary; runs: {', '.join(r['run'] for r in summary['runs'])}")
-
-
-def all_rows(summary: Mapping[str, Any], **match: Any) -> Sequence[Mapping[str, Any]]:
-    """The runs whose settings equal ``match`` (e.g. ``rate="low"``)."""
-    return [row for row in summary["runs"] if all(row[k] == v for k, v in match.items())]

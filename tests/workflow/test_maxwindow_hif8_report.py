@@ -1,7 +1,7 @@
 """End to end, maxwindow_hif8 specifics from the session's smoke build (``conftest.py``): the claims it must check,
-each run a file target that reruns alone, trained models checkpoint-quantized to HiF8 codes on exactly the layers
-QAT trained, telemetry that accounts for every layer, role and step, and a wrong config value that stops the run
-before any work. The checks every report shares are in ``test_reports.py``."""
+each training cell <run>/seed<k> a file target that reruns alone, trained models checkpoint-quantized to HiF8 codes
+on exactly the layers QAT trained and evaluated in BF16 and HiF8, telemetry that accounts for every layer, role,
+step and call, and a wrong config value that stops the run before any work. The checks every report shares are in ``test_reports.py``."""
 
 import csv
 import json
@@ -14,8 +14,9 @@ from common.qat import ROLES, TELEMETRY_FIELDS
 
 pytestmark = pytest.mark.slow
 PAPER = "maxwindow_hif8"
-RECIPE = "max_window-lrlow-w4"  # the smoke profile's warmup is 4 steps
+RECIPE = "max_window-lrlow-w4/seed1"  # the smoke profile's warmup is 4 steps; its seeds 0 and 1
 RUN = f"results/models/trained/{PAPER}/{RECIPE}"
+CALLS = 2  # smoke: grad_accum 2, one history entry per call
 
 
 def read_json(path):
@@ -28,11 +29,14 @@ def test_the_paper_claims_are_all_checked(smoke_build):
     specs = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]["claims"]
     assert list(claims) == list(specs)
     assert [c["id"] for c in document["checks"] if not c["passed"]] == []
-    assert "telemetry_accounts_max_window_lrlow_w4" in {c["id"] for c in document["checks"]}
-    assert claims["forgets_bf16"]["verdict"] == "reproduced"  # smoke: about +30% perplexity, over 64 windows
-    assert claims["forgets_current"]["verdict"] == "not testable at this scale"  # smoke trains no current runs
+    assert {"telemetry_accounts_max_window_lrlow_w4_seed0", "telemetry_accounts_max_window_lrlow_w4_seed1"} <= {
+        c["id"] for c in document["checks"]}
+    for untrained in ("forgets_current", "cts_jitter", "cts_hurts", "exp_smooth_saturates"):
+        assert claims[untrained]["verdict"] == "not testable at this scale"  # smoke trains no current/exp_smooth
     for claim in claims.values():
         assert (claim["estimate"] is None) == bool(claim["reason"]), claim["id"]
+        if claim["estimate"] is not None:  # two seeds: every interval is over them
+            assert "over 2 seeds" in claim["estimate"]["method"], claim["id"]
 
 
 def test_one_run_reruns_alone(smoke_build, run_snakemake):
@@ -53,6 +57,9 @@ def test_checkpoint_quantization_holds_hif8_codes_of_the_trained_layers(smoke_bu
     assert record["quantization"]["recipe"] == config["recipe"]
     assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
     assert set(read_json(smoke_build / f"results/{PAPER}/eval/hif8/{RECIPE}/shift.json")["metrics"]) == {"perplexity"}
+    plain = read_json(smoke_build / f"results/{PAPER}/eval/bf16/{RECIPE}/pretrain.json")  # the paper's evaluation
+    assert plain["quantization"] is None
+    assert plain["metrics"]["perplexity"]["perplexity"] != record["metrics"]["perplexity"]["perplexity"]
 
 
 def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
@@ -62,7 +69,8 @@ def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
         rows = list(csv.DictReader(handle))
     steps = sorted({int(r["step"]) for r in rows})
     assert steps == list(range(4, 12))  # HiF8 from the warmup step W = 4 to the last of 12 steps
-    assert len(rows) == len(layers) * len(ROLES) * len(steps)
+    assert len(rows) == len(layers) * len(ROLES) * len(steps) * CALLS
+    assert all(0 <= float(r["rel_error"]) < 1 for r in rows)
     cold = [r for r in rows if r["cold_start"] == "True"]
     assert {int(r["step"]) for r in cold} == {4}  # observers reset at W: each role's first scale is its own amax
     saturation = read_json(runs / RECIPE / "saturation.json")
@@ -70,7 +78,12 @@ def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
         mine = [r for r in rows if r["role"] == role and r["cold_start"] == "False"]
         assert saturation[role]["calls"] == len(mine)
         assert saturation[role]["overflow_rate"] == sum(r["overflow"] == "True" for r in mine) / len(mine)
-    assert (runs / "bf16-lrlow" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
+    assert (runs / "bf16-lrlow/seed0" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
+    qat = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]
+    assert (qat["history_unit"], qat["observer"]) == ("call", "max_window")
+    seeds = {read_json(smoke_build / f"results/{PAPER}/runs/{RECIPE[:-1]}{k}/train_summary.json")["config"]["seed"]
+             for k in (0, 1)}
+    assert seeds == {0, 1}
 
 
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
