@@ -322,7 +322,8 @@ def test_seed_interval_combines_seed_and_shared_sampling():
     # no shared sampling: exactly the t-interval over seeds (scipy)
     plain = seed_interval(values)
     low, high = stats.t.interval(0.95, 2, loc=0.02, scale=np.std(values, ddof=1) / np.sqrt(3))
-    assert plain.value == pytest.approx(0.02) and (plain.low, plain.high) == (pytest.approx(low), pytest.approx(high))
+    assert plain.value == pytest.approx(0.02)
+    assert (plain.low, plain.high) == (pytest.approx(low), pytest.approx(high))
     # a shared bootstrap interval of half-width z * 0.005 adds se_w = 0.005 in quadrature
     z = stats.norm.ppf(0.975)
     shared = Estimate(0.02, 0.02 - z * 0.005, 0.02 + z * 0.005, "paired bootstrap", 0.95)
@@ -332,7 +333,8 @@ def test_seed_interval_combines_seed_and_shared_sampling():
     assert combined.method.startswith("t-interval over 3 seeds (paired by seed), widened")
     # one seed: the shared interval alone, marked
     single = seed_interval([0.02], shared)
-    assert (single.low, single.high) == (shared.low, shared.high) and "1 seed" in single.method
+    assert (single.low, single.high) == (shared.low, shared.high)
+    assert "1 seed" in single.method
     with pytest.raises(ValueError, match="one seed and no shared"):
         seed_interval([0.02])
     with pytest.raises(ValueError, match="is not the mean"):

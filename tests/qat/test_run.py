@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from common.io import read_json
 from common.qat.lowbit import attach_lowbit
 from common.qat.lowbit_io import LowBitAttachment, load_lowbit_model, read_lowbit_record
 from common.qat.run import QAT_RECORD_FILE, Attachment, parse_seed_cell, qat_run, seed_cell
-from common.io import read_json
 from common.train import TrainConfig
 
 
@@ -63,7 +63,8 @@ def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint
     config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
     qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out", attach)
     record = read_lowbit_record(tmp_path / "out")
-    assert record["format_version"] == 1 and record["method"] == "baseline"
+    assert record["format_version"] == 1
+    assert record["method"] == "baseline"
     model, _, handle = load_lowbit_model(tmp_path / "out")
     weight = model.get_submodule("model.layers.0.mlp.down_proj").weight
     assert torch.equal(weight, handle.quantized_weight("model.layers.0.mlp.down_proj"))

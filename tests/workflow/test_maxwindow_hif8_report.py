@@ -1,7 +1,8 @@
 """End to end, maxwindow_hif8 specifics from the session's smoke build (``conftest.py``): the claims it must check,
 each training cell <run>/seed<k> a file target that reruns alone, trained models checkpoint-quantized to HiF8 codes
 on exactly the layers QAT trained and evaluated in BF16 and HiF8, telemetry that accounts for every layer, role,
-step and call, and a wrong config value that stops the run before any work. The checks every report shares are in ``test_reports.py``."""
+step and call, and a wrong config value that stops the run before any work. The checks every report shares are in
+``test_reports.py``."""
 
 import csv
 import json
