@@ -23,3 +23,25 @@ def build_tiny_setup(root: Path) -> Path:
     write_jsonl(root / "train.jsonl", [{"id": d.id, "text": d.text} for d in docs[:16]])
     write_jsonl(root / "valid.jsonl", [{"id": d.id, "text": d.text} for d in docs[16:]])
     return root
+
+
+class KilledError(Exception):
+    """A run killed mid-way (what a SIGKILL leaves: the last checkpoint)."""
+
+
+def killed_train(train, at_step):
+    """``train`` (the QAT skeleton's training loop) killed with :class:`KilledError` right after the optimizer step
+    ``at_step``: patch ``common.qat.run.train`` with it to leave a run as a kill would."""
+    def killed(model, *args, **kwargs):
+        hooks = kwargs["hooks"]
+        step_hook = hooks.after_optimizer_step
+
+        def after_optimizer_step(model_, step):
+            step_hook(model_, step)
+            if step == at_step:
+                raise KilledError
+
+        hooks.after_optimizer_step = after_optimizer_step
+        return train(model, *args, **kwargs)
+
+    return killed

@@ -1,5 +1,5 @@
-"""End to end, winq specifics from the session's smoke build (``conftest.py``): the claims as evidence, each run
-a file target that reruns alone, trained models checkpoint-quantized to packed codes and learned scales that rebuild
+"""End to end, winq specifics from the session's smoke build (``conftest.py``): the claims as evidence over two
+seeds, each training cell <run>/seed<k> a file target that reruns alone, trained models checkpoint-quantized to packed codes and learned scales that rebuild
 the trained effective weights bit-exactly, curves and Hessian cells for the summary, and a wrong config value that
 stops the run before any work. The checks every report shares are in ``test_reports.py``."""
 
@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 PAPER = "winq"
-RUN = "w2-winq"
+RUN = "w1-winq/seed1"  # smoke: W1 x every method x seeds 0 and 1
 TRAINED = f"results/models/trained/{PAPER}/{RUN}"
 QUANTIZED = f"results/models/quantized/paretoq_learned/trained/{PAPER}/{RUN}"
 
@@ -20,8 +20,8 @@ def read_json(path):
 
 
 def test_the_claims_are_evidence(smoke_build):
-    """Every prediction of the config is a row; the smoke profile's untestable ones are those it cannot test (no
-    1-bit spectrum, settings outside its study, the speedup with one seed), every other has a 95% interval
+    """Every prediction of the config is a row; the smoke profile's untestable ones are those it cannot test (one
+    bit width, settings outside its study, no Hadamard setting), every other has a 95% interval over its two seeds
     around its value, and every implementation check passed."""
     import yaml
 
@@ -30,16 +30,17 @@ def test_the_claims_are_evidence(smoke_build):
     rows = {c["id"]: c for c in document["claims"]}
     assert set(rows) == set(specs)
     untestable = {cid for cid, c in rows.items() if c["verdict"] == "not testable at this scale"}
-    outside = {f"{claim}_{s}" for claim in ("winq_faster", "winq_lower_perplexity") for s in ("w1", "w1_58", "w3",
-                                                                                                "w2a8")}
-    assert untestable == {"lower_bits_flatter_one_bit", "winq_faster_w2", "winq_faster_w4", *outside}
+    outside = {f"{claim}_{s}" for claim in ("winq_faster", "winq_lower_perplexity") for s in ("w2", "w3")}
+    assert untestable == {"fewer_bits_near_zero_trend", "fewer_bits_largest_trend", "hadamard_winq_improves",
+                          *outside}
     for cid in set(rows) - untestable:
         estimate = rows[cid]["estimate"]
         assert estimate["level"] == 0.95, cid
         assert estimate["low"] <= estimate["value"] <= estimate["high"], cid
-        assert estimate["method"].startswith("paired bootstrap over "), cid
+        assert estimate["method"].startswith("t-interval over 2 seeds"), cid
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
-                                                      "spectrum_from_probes", "bits_per_weight_identity"]
+                                                      "spectrum_from_probes", "bits_per_weight_identity",
+                                                      "interpolation_count", "seed_cells"]
     assert all(c["passed"] for c in document["checks"])
     assert sum(document["counts"].values()) == len(rows)
 
@@ -60,28 +61,31 @@ def test_checkpoint_quantization_rebuilds_the_trained_weights(smoke_build):
     trained = read_json(smoke_build / TRAINED / "lowbit_metadata.json")
     config = read_json(smoke_build / QUANTIZED / "quantization_config.json")
     assert config["modules"] == trained["qat"]["layers"]
-    assert config["recipe"]["weights"]["elem"] == "midrise2"  # 2 bits: ParetoQ's levels {-3, -1, 1, 3} / 4
+    assert config["recipe"]["weights"]["elem"] == "binary"  # 1 bit: sign(W) alpha
     assert config["recipe"]["weights"]["rule"] is None  # learned scales
-    assert read_json(smoke_build / QUANTIZED / "size_report.json")["bits_per_weight"] < 2.5
+    assert read_json(smoke_build / QUANTIZED / "size_report.json")["bits_per_weight"] < 1.5
     _, _, handle = load_lowbit_model(smoke_build / TRAINED)
     rebuilt, _ = load_quantized_checkpoint(smoke_build / QUANTIZED)
     modules = dict(rebuilt.named_modules())
     for name in handle.names:
         assert torch.equal(modules[name].weight, handle.quantized_weight(name)), name
-    record = read_json(smoke_build / f"results/{PAPER}/eval/{RUN}.json")
+    record = read_json(smoke_build / f"results/{PAPER}/eval/{RUN}.json")  # eval/w1-winq/seed1.json
     assert record["quantization"]["recipe"] == config["recipe"]
     assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
 
 
 def test_summary_reads_every_curve_and_spectrum(smoke_build):
     summary = read_json(smoke_build / f"results/{PAPER}/summary.json")
-    assert [r["run"] for r in summary["runs"]] == [f"{s}-{m}" for s in ("w2", "w4")
-                                                   for m in ("baseline", "winq", "interpolation", "noise")]
-    assert all(c["steps"] == [4, 8, 12] for c in summary["curves"].values())  # 12 steps, evaluated every 4
-    assert [h["run"] for h in summary["hessian"]] == ["w2-baseline", "w2-winq", "w4-baseline", "w4-winq"]
+    assert [r["run"] for r in summary["runs"]] == [f"w1-{m}" for m in ("baseline", "winq", "interpolation", "noise")]
+    assert len(summary["curves"]) == 8  # 4 runs x 2 seeds
+    assert all(c["steps"] == [2, 4, 6, 8, 10, 12] for c in summary["curves"].values())  # 12 steps, every 2
+    assert [h["cell"] for h in summary["hessian"]] == [f"w1-{m}/seed{k}" for m in ("baseline", "interpolation",
+                                                                                   "noise") for k in (0, 1)]
     assert all(h["probes"] == 2 and h["steps"] == 5 for h in summary["hessian"])
     winq = read_json(smoke_build / TRAINED / "lowbit_metadata.json")["qat"]
-    assert (winq["method"], winq["interpolations"], winq["every"]) == ("winq", 2, 4)  # after steps 4 and 8
+    # K = a quarter of 12 steps: after steps 3, 6, 9 and 12 (the last included); the noise seeded with the cell's
+    assert (winq["method"], winq["interpolations"], winq["every"], winq["noise_seed"]) == ("winq", 4, 3, 1)
+    assert winq["format_version"] == 1
 
 
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from paper_testing import build_tiny_setup
+from paper_testing import KilledError, build_tiny_setup, killed_train
 
 import common.qat.run as skeleton
 from common.io import read_json
@@ -21,27 +21,6 @@ from papers.maxwindow_hif8.study import read_telemetry
 
 REAL_TRAIN = skeleton.train
 ROLES = ("input", "weight", "grad_output")
-
-
-class KilledError(Exception):
-    """A run killed mid-way (what a SIGKILL leaves: the last checkpoint)."""
-
-
-def killed_train(at_step):
-    """``train`` killed (:class:`KilledError`) right after the optimizer step ``at_step``."""
-    def train(model, *args, **kwargs):
-        hooks = kwargs["hooks"]
-        step_hook = hooks.after_optimizer_step
-
-        def after_optimizer_step(model_, step):
-            step_hook(model_, step)
-            if step == at_step:
-                raise KilledError
-
-        hooks.after_optimizer_step = after_optimizer_step
-        return REAL_TRAIN(model, *args, **kwargs)
-
-    return train
 
 
 def config(**changes):
@@ -142,7 +121,7 @@ def test_bf16_baseline_has_empty_telemetry(setup, tmp_path):
 def test_a_killed_run_resumes_to_the_uninterrupted_weights_and_telemetry(setup, runs, tmp_path, monkeypatch, unit):
     """KilledError after step 3 (quantized since step 2; checkpoint after step 2), rerun: the weights, telemetry and
     saturation summary of the uninterrupted run, to the last bit."""
-    monkeypatch.setattr(skeleton, "train", killed_train(3))
+    monkeypatch.setattr(skeleton, "train", killed_train(REAL_TRAIN, 3))
     with pytest.raises(KilledError):
         train_run(setup, tmp_path, history_unit=unit)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
@@ -163,7 +142,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights_and_telemetry(setup, 
 @pytest.mark.parametrize("other", [{"observer": "most_recent"}, {"history_unit": "step"}, {"warmup_steps": 1}])
 def test_a_checkpoint_of_other_qat_settings_is_not_resumed(setup, tmp_path, monkeypatch, other):
     """The same TrainConfig, another QAT setting: the skeleton's record guard starts over."""
-    monkeypatch.setattr(skeleton, "train", killed_train(3))
+    monkeypatch.setattr(skeleton, "train", killed_train(REAL_TRAIN, 3))
     with pytest.raises(KilledError):
         train_run(setup, tmp_path)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from paper_testing import build_tiny_setup
+from paper_testing import KilledError, build_tiny_setup, killed_train
 from safetensors.torch import load_file
 from torch.nn.utils import parametrize
 from winq_testing import EVAL_SEQUENCES, MICRO_BATCH, SEQ_LEN, train_config
@@ -29,10 +29,6 @@ SIGMA = {"baseline": 0.0, "winq": 1e-3, "interpolation": 0.0, "noise": 1e-3}
 REAL_TRAIN = skeleton.train  # the QAT run skeleton's training loop (patched to spy and to kill)
 
 
-class KilledError(Exception):
-    """A run killed mid-way (what a SIGKILL leaves: the last checkpoint)."""
-
-
 def effective_weights(model):
     """``{layer: Q(W)}`` of every quantized layer, noise-free (eval mode; the model's mode is restored)."""
     was_training = model.training
@@ -49,24 +45,6 @@ def spy_train(captured):
         summary = REAL_TRAIN(model, *args, **kwargs)
         captured.update(hooks=kwargs["hooks"], weights=effective_weights(model))
         return summary
-
-    return train
-
-
-def killed_train(at_step):
-    """``train`` killed (:class:`KilledError`) right after the optimizer step ``at_step``."""
-
-    def train(model, *args, **kwargs):
-        hooks = kwargs["hooks"]
-        step_hook = hooks.after_optimizer_step
-
-        def after_optimizer_step(model_, step):
-            step_hook(model_, step)
-            if step == at_step:
-                raise KilledError
-
-        hooks.after_optimizer_step = after_optimizer_step
-        return REAL_TRAIN(model, *args, **kwargs)
 
     return train
 
@@ -172,7 +150,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(setup, runs, tmp_path
     arguments = (setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(seed=5),
                  tmp_path / "run", tmp_path / "out")
     options = {"bits": 2, "method": method, "every": EVERY[method], "noise_sigma": SIGMA[method]}
-    monkeypatch.setattr(skeleton, "train", killed_train(3))
+    monkeypatch.setattr(skeleton, "train", killed_train(REAL_TRAIN, 3))
     with pytest.raises(KilledError):
         winq_run(*arguments, **options)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
@@ -189,7 +167,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(setup, runs, tmp_path
 def test_a_checkpoint_of_other_qat_settings_is_not_resumed(setup, tmp_path, monkeypatch):
     arguments = (setup / "base", setup / "train.jsonl", setup / "valid.jsonl", train_config(), tmp_path / "run",
                  tmp_path / "out")
-    monkeypatch.setattr(skeleton, "train", killed_train(3))
+    monkeypatch.setattr(skeleton, "train", killed_train(REAL_TRAIN, 3))
     with pytest.raises(KilledError):
         winq_run(*arguments, bits=2, method="noise", noise_sigma=1e-3)
     assert (tmp_path / "run" / "checkpoint.pt").is_file()

@@ -37,13 +37,18 @@ EXAMPLES = 64
 
 
 def smoke_config():
-    """The smoke profile of the real config (W1 x every method and W2 x {baseline, winq}, seeds 0 and 1, 12 steps,
-    eval every 2)."""
+    """The smoke profile of the real config (seeds 0 and 1, 12 steps, eval every 2) with a second setting for the
+    pooled and per-setting rows: W1 x every method and W2 x {baseline, winq} (the profile itself trains W1 only)."""
+    import copy
+
     import yaml
 
     from papers.winq.settings import KEY, profile_config
 
-    return profile_config(yaml.safe_load(CONFIG.read_text())[KEY], "smoke")
+    raw = yaml.safe_load(CONFIG.read_text())[KEY]
+    smoke = copy.deepcopy(raw["profiles"]["smoke"])
+    smoke.update(study_settings=["w1", "w2"], compared={"w2": ["baseline", "winq"]})
+    return profile_config({**raw, "profiles": {**raw["profiles"], "smoke": smoke}}, "smoke")
 
 
 WINDOWS, WINDOW_TOKENS = 16, 63  # the planted test split: 16 windows of 63 scored tokens
