@@ -448,7 +448,7 @@ def test_spectra_must_pair_by_probe(tmp_path):
 def test_hadamard_is_not_testable_without_a_rotated_setting(tmp_path):
     row = wc.POOLED_ROWS["hadamard_winq_improves"](SPECS["hadamard_winq_improves"], make_study(tmp_path), EVIDENCE)
     assert row.verdict == "not testable at this scale"
-    assert "in_features a power of two" in row.reason
+    assert "input width a power of two" in row.reason
 
 
 def test_hadamard_compares_the_rotated_setting(tmp_path):
