@@ -55,7 +55,7 @@ def platform_info() -> dict[str, Any]:
             "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
-def provenance(config: Any, *, seeds: dict[str, int], stage_seconds: dict[str, float],
+def provenance(config: Any, *, seeds: dict[str, Any], stage_seconds: dict[str, float],
                root: str | os.PathLike[str] = ".") -> dict[str, Any]:
     """Everything a reviewer needs to know how a report was made (see the module docstring)."""
     return {"git": git_state(root), "config_sha256": config_hash(config), "packages": package_versions(),

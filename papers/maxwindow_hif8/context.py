@@ -112,7 +112,7 @@ def observer_table(cell: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_context(*, config: Mapping[str, Any], profile: str, summary: Mapping[str, Any], cell: Mapping[str, Any],
                   claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]], artifacts: Sequence[str],
-                  rerun_examples: Sequence[str], seeds: Mapping[str, int],
+                  rerun_examples: Sequence[str], seeds: Mapping[str, Any],
                   stage_seconds: Mapping[str, float]) -> dict[str, Any]:
     """The report context; ``claims`` is the claims document (``claims.json``: rule, claims, checks, counts), which
     :func:`common.report.assemble` re-validates."""

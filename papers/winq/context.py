@@ -110,7 +110,7 @@ def hessian_table(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_context(*, config: Mapping[str, Any], profile: str, summary: Mapping[str, Any],
                   claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]], artifacts: Sequence[str],
-                  rerun_examples: Sequence[str], seeds: Mapping[str, int],
+                  rerun_examples: Sequence[str], seeds: Mapping[str, Any],
                   stage_seconds: Mapping[str, float]) -> dict[str, Any]:
     """The report context; ``claims``: the claims document (``claims.json``: ``{"rule", "claims", "checks",
     "counts"}``, :func:`common.report.claims_document`), re-validated row by row by ``assemble``."""
