@@ -34,7 +34,6 @@ values and weights: :func:`threshold_masses`), the largest |eigenvalue|, and the
 from __future__ import annotations
 
 import csv
-import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -281,7 +280,3 @@ def mean_curve(curves: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarra
     """The mean and the sample sd (0 for one curve) over curves of one length, pointwise."""
     data = np.asarray(curves, dtype=np.float64)
     return data.mean(axis=0), (data.std(axis=0, ddof=1) if len(data) > 1 else np.zeros(data.shape[1]))
-
-
-def is_finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
