@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from common.eval.compare import metric_entry
-from common.qat.run import seed_cell
+from common.qat.run import parse_seed_cell, seed_cell
 
 from .settings import (
     GROUPS,
@@ -142,8 +142,8 @@ def hessian_row(cell_name: str, cell: Mapping[str, Any], thresholds: Mapping[str
     (at the cell's relative threshold), the masses at the absolute ``thresholds`` (``{"abs": .., "notebook": ..}``:
     ``<name>_threshold`` and ``<name>_masses``, :func:`threshold_masses`), the Hessian's dimension, the probes' seed,
     and the Ritz values and weights of every probe (``nodes``, ``weights``)."""
-    run, _, seed = cell_name.rpartition("/seed")
-    row = {"cell": cell_name, "run": run, "seed": int(seed), "setting": run.rpartition("-")[0], "bits": cell["bits"],
+    run, seed = parse_seed_cell(cell_name)
+    row = {"cell": cell_name, "run": run, "seed": seed, "setting": run.rpartition("-")[0], "bits": cell["bits"],
            "activation_bits": cell["activation_bits"], "method": cell["method"],
            **{field: float(cell[field]) for field in HESSIAN_FIELDS},
            "near_zero_threshold": float(cell["near_zero_threshold"]), "parameters": int(cell["parameters"]),
@@ -187,14 +187,14 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
     max_steps = config["train"]["max_steps"]
     rows = []
     for name in cells:
-        run, _, seed = name.rpartition("/seed")
+        run, seed = parse_seed_cell(name)
         settings = run_settings(config, run)
-        baseline = seed_cell(f"{settings['setting']}-baseline", int(seed))
+        baseline = seed_cell(f"{settings['setting']}-baseline", seed)
         target = read[baseline][-1][1]
         steps, steps_baseline = steps_to_reach(read[name], target), steps_to_reach(read[baseline], target)
         record = records[name]
         rows.append({
-            "cell": name, "run": run, "seed": int(seed), "setting": settings["setting"], "bits": settings["bits"],
+            "cell": name, "run": run, "seed": seed, "setting": settings["setting"], "bits": settings["bits"],
             "activation_bits": settings["activation_bits"], "hadamard": settings["hadamard"],
             "method": settings["method"], "lr": settings["lr"],
             "every": (settings["interpolation"] or {}).get("every"),
