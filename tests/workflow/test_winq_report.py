@@ -1,7 +1,8 @@
 """End to end, winq specifics from the session's smoke build (``conftest.py``): the claims as evidence over two
-seeds, each training cell <run>/seed<k> a file target that reruns alone, trained models checkpoint-quantized to packed codes and learned scales that rebuild
-the trained effective weights bit-exactly, curves and Hessian cells for the summary, and a wrong config value that
-stops the run before any work. The checks every report shares are in ``test_reports.py``."""
+seeds, each training cell <run>/seed<k> a file target that reruns alone, trained models checkpoint-quantized to packed
+codes and learned scales that rebuild the trained effective weights bit-exactly, curves and Hessian cells for the
+summary, and a wrong config value that stops the run before any work. The checks every report shares are in
+``test_reports.py``."""
 
 import json
 import re
