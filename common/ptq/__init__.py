@@ -7,6 +7,11 @@ quantized checkpoints (element codes + block scales, rebuilt bit-exactly).
 ...     logits = model(input_ids).logits                                       # model restored on exit
 >>> save_quantized_checkpoint(model, tokenizer, recipe, names, "out/nvfp4")    # doctest: +SKIP
 >>> qmodel, handle = load_quantized_checkpoint("out/nvfp4")                    # doctest: +SKIP
+>>> qmodel = transformers.AutoModelForCausalLM.from_pretrained("out/nvfp4")     # doctest: +SKIP
+
+Importing this package registers the quantization method ``"lowbit-lab"`` with transformers
+(:mod:`common.ptq.hf`), so ``from_pretrained`` loads a quantized checkpoint as :func:`load_quantized_checkpoint`
+does.
 
 Command line: ``python -m common.ptq quantize --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
 """
@@ -20,8 +25,11 @@ from .checkpoint import (
     save_quantized_checkpoint,
     size_report,
 )
+from .hf import register as _register_with_transformers
 from .recipe import QuantRecipe, QuantSpec
 from .select import DEFAULT_INCLUDE, block_index, num_blocks, select_linears
+
+_register_with_transformers()
 
 __all__ = [
     "DEFAULT_INCLUDE",

@@ -21,7 +21,9 @@ Folder layout (HF-style, written atomically with :func:`common.io.atomic_dir`):
   original shapes and dtypes, the packing (``"packing": {"codes_per_byte": n, "bits_per_code": w, ...}``) and
   version info; the tokenizer files when a tokenizer is given.
 
-Versions: this writer writes ``format_version`` 2; the reader reads 1 and 2 (:func:`stored_codes_per_byte`).
+Versions: this writer writes ``format_version`` 3; the reader reads 1, 2 and 3 (:func:`stored_codes_per_byte`).
+Version 2 had no guards, no ``qweight`` (an activation-only recipe stored ``<name>.weight`` as is) and no
+``quantization_config`` in ``config.json``.
 Version 1 packed two codes per byte (low nibble first) for every element format of 4 bits or fewer and one per
 byte otherwise, recorded as ``"packing": {"packed": bool, ...}``: the same bytes as version 2 for formats of 3 to 8
 bits; a version-1 checkpoint of a 1- or 2-bit format (int2, ternary) is read with its two codes per byte.
@@ -33,12 +35,19 @@ Rebuild (:func:`dequantize_weight`): ``W = (decode(codes) * s) * g`` in exactly 
 ``s`` repeated ``block_size`` times along the last axis and trimmed to ``in_features`` (broadcast along it for
 ``block_size="row"``); this is the order in which :func:`common.scaling.quantize_blocks` forms its result, so the
 rebuilt weight is ``torch.equal`` to the fake-quantized one (checked for every weight before anything is written;
-with caller-supplied scales, to the module's weight itself). The checkpoint is not loadable by
-``transformers.from_pretrained``: use :func:`load_quantized_checkpoint`.
+with caller-supplied scales, to the module's weight itself).
+
+Loading with transformers (version 3): ``config.json`` carries the record as its ``quantization_config`` with
+``quant_method = "lowbit-lab"`` (:data:`QUANT_METHOD`), and each selected module's ``<name>.weight`` is an empty
+uint8 guard, the quantized data living under the suffixes above (``<name>.qweight``, float, when the recipe keeps
+the weights and only quantizes the inputs). After ``import common.ptq``, ``AutoModelForCausalLM.from_pretrained``
+loads the model :func:`load_quantized_checkpoint` builds (:mod:`common.ptq.hf`); without it, plain loading fails
+on the guards' size mismatch instead of initialising the quantized weights at random.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import json
 import os
@@ -62,9 +71,11 @@ from .recipe import QuantRecipe, QuantSpec
 WEIGHTS_FILE = "model.safetensors"
 QUANT_CONFIG_FILE = "quantization_config.json"
 CHECKPOINT_FORMAT = "lowbit-lab-ptq"
-CHECKPOINT_FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-QUANT_SUFFIXES = (".qcodes", ".qscales", ".qglobal")
+CHECKPOINT_FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+QUANT_METHOD = "lowbit-lab"  # the transformers quantization method of config.json (common.ptq.hf)
+QUANT_SUFFIXES = (".qcodes", ".qscales", ".qglobal", ".qweight")
+GUARD = torch.zeros(0, dtype=torch.uint8)  # every selected module's <name>.weight from version 3 on
 PACKING = {"axis": -1, "order": "low bits first",
            "padding": "zero-padded to a multiple of codes_per_byte along the axis"}
 
@@ -185,7 +196,10 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
                              "cannot be stored quantized: exclude the module or untie the weights")
         weight = module.weight.detach()
         weights_info[name] = {"shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch.")}
+        del tensors[key]
+        tensors[key] = GUARD
         if spec is None:
+            tensors[f"{name}.qweight"] = weight.contiguous()
             continue
         if weight_scales is None:
             quantized, scales = spec.quantize(weight.float(), return_scales=True)
@@ -198,7 +212,6 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
         if not _same_values(rebuilt, quantized):
             why = ": the given codes and scales do not rebuild the weight" if weight_scales is not None else ""
             raise ValueError(f"weight {key!r} cannot be stored exactly with {spec.elem}/{spec.scale} codes{why}")
-        del tensors[key]
         tensors.update({f"{name}.{suffix}": value.contiguous() for suffix, value in stored.items()})
     per_byte = None if spec is None else spec_codes_per_byte(spec)
     meta = {
@@ -214,10 +227,15 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
         "scale_storage": None if spec is None else ("codes" if get_format(spec.scale).bits <= 8 else "float32"),
         "scales": None if spec is None else ("learned" if weight_scales is not None else "selected"),
         "tied": tied,
+        "tensors": {name: {suffix.removeprefix("."): _tensor_entry(tensors[name + suffix])
+                           for suffix in (".weight", *QUANT_SUFFIXES) if name + suffix in tensors}
+                    for name in modules},
     }
+    hf_config = copy.deepcopy(config)
+    hf_config.quantization_config = {"quant_method": QUANT_METHOD, **meta}
     with atomic_dir(out_dir) as tmp:
         save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-        config.save_pretrained(tmp)
+        hf_config.save_pretrained(tmp)
         write_json(tmp / QUANT_CONFIG_FILE, meta)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
@@ -287,6 +305,10 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
+def _tensor_entry(tensor: torch.Tensor) -> dict[str, Any]:
+    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
+
+
 def _versions() -> dict[str, str]:
     try:
         lowbit = importlib.metadata.version("lowbit-lab")
@@ -311,20 +333,53 @@ def load_quantized_checkpoint(path: str | os.PathLike[str]) -> tuple[nn.Module, 
     recipe = QuantRecipe.from_dict(meta["recipe"])
     names = meta["modules"]
     config = transformers.AutoConfig.from_pretrained(folder, local_files_only=True)
+    if hasattr(config, "quantization_config"):  # the model is rebuilt here, not by transformers' quantizer
+        del config.quantization_config
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     tensors = load_file(str(folder / WEIGHTS_FILE))
-    if meta["stored_quantized"]:
-        per_byte = stored_codes_per_byte(meta)
-        for name in names:
-            qglobal = tensors.pop(f"{name}.qglobal", None)
-            tensors[f"{name}.weight"] = dequantize_weight(tensors.pop(f"{name}.qcodes"),
-                                                          tensors.pop(f"{name}.qscales"), qglobal, recipe.weights,
-                                                          meta["weights"][name]["shape"][-1], per_byte=per_byte)
+    for name in names:
+        stored = {suffix.removeprefix("."): tensors.pop(name + suffix)
+                  for suffix in (".weight", *QUANT_SUFFIXES) if name + suffix in tensors}
+        tensors[f"{name}.weight"] = rebuild_weight(meta, name, stored, recipe)
     for key, source in meta["tied"].items():
         tensors[key] = tensors[source]
     model.load_state_dict(tensors, strict=True)
     model.eval()
     return model, apply_quantization(model, recipe, names, weights=False)
+
+
+def rebuild_weight(meta: Mapping[str, Any], name: str, stored: Mapping[str, torch.Tensor],
+                   recipe: QuantRecipe) -> torch.Tensor:
+    """The float32 weight of selected module ``name`` from its stored tensors ``{suffix: tensor}`` (suffixes
+    without the dot: ``qcodes``, ``qscales``, ``qglobal``, ``qweight``, ``weight``) and the checkpoint record
+    ``meta``: :func:`dequantize_weight` of the codes; else the kept weight (``qweight`` from version 3, ``weight``
+    before) in float32. ValueError naming the module when a tensor it needs is missing."""
+    needed = ("qcodes", "qscales") if meta["stored_quantized"] else ("qweight",) if meta["format_version"] >= 3 \
+        else ("weight",)
+    missing = [suffix for suffix in needed if suffix not in stored]
+    if missing:
+        raise ValueError(f"quantized module {name!r} has no stored {missing[0]!r} tensor")
+    if not meta["stored_quantized"]:
+        return stored[needed[0]].float()
+    return dequantize_weight(stored["qcodes"], stored["qscales"], stored.get("qglobal"), recipe.weights,
+                             meta["weights"][name]["shape"][-1], per_byte=stored_codes_per_byte(meta))
+
+
+def stored_tensor_specs(meta: Mapping[str, Any]) -> dict[str, dict[str, tuple[tuple[int, ...], torch.dtype]]]:
+    """``{module: {suffix: (shape, dtype)}}`` of the tensors a version-3 checkpoint stores for each selected module
+    (its ``"tensors"`` record), for loaders that must allocate them before reading."""
+    if meta["format_version"] < 3:
+        raise ValueError(f"a version-{meta['format_version']} checkpoint records no stored tensors; load it with "
+                         "common.ptq.load_quantized_checkpoint")
+    return {name: {suffix: (tuple(entry["shape"]), getattr(torch, entry["dtype"])) for suffix, entry in specs.items()}
+            for name, specs in meta["tensors"].items()}
+
+
+def check_record(meta: Mapping[str, Any], where: str) -> None:
+    """ValueError naming ``where`` unless ``meta`` is a checkpoint record of a format and version this reader reads."""
+    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
+        raise ValueError(f"{where}: unsupported format {meta.get('format')!r} version {meta.get('format_version')!r}; "
+                         f"this reader: {CHECKPOINT_FORMAT} versions {', '.join(map(str, READABLE_VERSIONS))}")
 
 
 def read_quantization_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -334,10 +389,7 @@ def read_quantization_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{str(folder)!r} is not a quantized checkpoint (needs {QUANT_CONFIG_FILE} and "
                          f"{WEIGHTS_FILE})")
     meta = read_json(folder / QUANT_CONFIG_FILE)
-    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
-        raise ValueError(f"{str(folder / QUANT_CONFIG_FILE)!r}: unsupported format {meta.get('format')!r} "
-                         f"version {meta.get('format_version')!r}; this reader: {CHECKPOINT_FORMAT} "
-                         f"versions {', '.join(map(str, READABLE_VERSIONS))}")
+    check_record(meta, repr(str(folder / QUANT_CONFIG_FILE)))
     return meta
 
 

@@ -1,12 +1,12 @@
 """Quantized checkpoints: codes + scales on disk, rebuilt torch.equal to apply_quantization, atomically written;
-k-bit code packing (1, 2, 3, 4, 8 bits) and reading version-1 checkpoints."""
+k-bit code packing (1, 2, 3, 4, 8 bits) and reading version-1 and version-2 checkpoints."""
 
 import json
 import struct
 
 import pytest
 import torch
-from ptq_testing import TINY, assert_same_state, logits, mlp_names, snapshot, tiny_llama
+from ptq_testing import RECIPES, TINY, assert_same_state, logits, mlp_names, snapshot, tiny_llama
 from safetensors.torch import load_file, save_file
 
 from common.ptq import (
@@ -26,16 +26,6 @@ from common.ptq.checkpoint import (
     pack_codes,
     unpack_codes,
 )
-
-RECIPES = {
-    "e2m1_ue4m3_16_absmax": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "absmax")),
-    "NVFP4_act": QuantRecipe.from_name("NVFP4", activations=True),
-    "MXFP4": QuantRecipe.from_name("MXFP4"),
-    "e4m3_per_tensor_fp32": QuantRecipe(QuantSpec("e4m3", "fp32", None), QuantSpec("e4m3", "fp32", None)),
-    "NVFP4_4over6_row": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="row")),
-    "int4_ragged_24_prevent_zero": QuantRecipe(QuantSpec("int4", "ue4m3", 24, prevent_zero=True)),
-    "e2m3_e8m0_act_only": QuantRecipe(None, QuantSpec("e2m3", "e8m0", 32, "e8m0_rceil")),
-}
 
 
 def header(folder):
@@ -77,7 +67,12 @@ def test_files_and_quantization_config(tmp_path, model):
     assert entries["model.layers.0.mlp.down_proj.qcodes"] == ("U8", [32, 32], 32 * 32)
     assert entries["model.layers.0.mlp.down_proj.qscales"] == ("U8", [32, 4], 32 * 4)
     assert entries["model.layers.0.mlp.down_proj.qglobal"] == ("F32", [], 4)
-    assert not any(key.endswith("mlp.down_proj.weight") for key in entries)
+    assert entries["model.layers.0.mlp.down_proj.weight"] == ("U8", [0], 0)  # the guard (common.ptq.hf)
+    assert meta["tensors"]["model.layers.0.mlp.down_proj"] == {
+        "weight": {"dtype": "uint8", "shape": [0]}, "qcodes": {"dtype": "uint8", "shape": [32, 32]},
+        "qscales": {"dtype": "uint8", "shape": [32, 4]}, "qglobal": {"dtype": "float32", "shape": []}}
+    config = json.loads((tmp_path / "q" / "config.json").read_text())
+    assert config["quantization_config"] == {"quant_method": "lowbit-lab", **meta}
     assert entries["model.layers.0.self_attn.q_proj.weight"] == ("F32", [32, 32], 32 * 32 * 4)
     assert json.loads((tmp_path / "q" / "config.json").read_text())["num_hidden_layers"] == 6
 
@@ -148,7 +143,7 @@ def test_per_row_codes_of_every_width_round_trip(tmp_path, model, input_ids, ele
     names = mlp_names(range(6))
     save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
     meta = read_quantization_config(tmp_path / "q")
-    assert meta["format_version"] == CHECKPOINT_FORMAT_VERSION == 2
+    assert meta["format_version"] == CHECKPOINT_FORMAT_VERSION == 3
     assert meta["packing"]["codes_per_byte"] == per_byte
     assert meta["packing"]["bits_per_code"] == 8 // per_byte
     assert meta["packing"]["packed"] == (per_byte > 1)
@@ -167,9 +162,29 @@ def test_per_row_codes_of_every_width_round_trip(tmp_path, model, input_ids, ele
     assert report["bits_per_weight"] == pytest.approx(8 / per_byte + 32 * rows / weights, rel=1e-12)  # 1-bit: 1.83
 
 
+def rewrite_as_version_2(folder):
+    """Turn a version-3 checkpoint into what the version-2 writer made: no ``<name>.weight`` guards, an
+    activation-only recipe's weights under ``<name>.weight`` (not ``.qweight``), no ``tensors`` record and no
+    ``quantization_config`` in ``config.json``."""
+    meta = json.loads((folder / QUANT_CONFIG_FILE).read_text())
+    tensors = load_file(folder / "model.safetensors")
+    for name in meta["modules"]:
+        del tensors[f"{name}.weight"]
+        if f"{name}.qweight" in tensors:
+            tensors[f"{name}.weight"] = tensors.pop(f"{name}.qweight")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    del meta["tensors"]
+    meta["format_version"] = 2
+    (folder / QUANT_CONFIG_FILE).write_text(json.dumps(meta))
+    config = json.loads((folder / "config.json").read_text())
+    del config["quantization_config"]
+    (folder / "config.json").write_text(json.dumps(config))
+
+
 def rewrite_as_version_1(folder, per_byte_v1):
-    """Turn a version-2 checkpoint into what the version-1 writer made: ``per_byte_v1`` codes per byte (2 for
-    formats of 4 bits or fewer, else 1) and its ``packing`` record."""
+    """Turn a version-3 checkpoint into what the version-1 writer made: version 2's layout, ``per_byte_v1`` codes
+    per byte (2 for formats of 4 bits or fewer, else 1) and its ``packing`` record."""
+    rewrite_as_version_2(folder)
     meta = json.loads((folder / QUANT_CONFIG_FILE).read_text())
     tensors = load_file(folder / "model.safetensors")
     for name in meta["modules"]:
@@ -199,12 +214,24 @@ def test_version_1_checkpoints_are_still_read(tmp_path, model, input_ids, recipe
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
 
 
+@pytest.mark.parametrize("recipe_id", ["NVFP4_act", "e2m3_e8m0_act_only"])
+def test_version_2_checkpoints_are_still_read(tmp_path, model, input_ids, recipe_id):
+    recipe, names = RECIPES[recipe_id], mlp_names(range(6))
+    save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
+    rewrite_as_version_2(tmp_path / "q")
+    assert read_quantization_config(tmp_path / "q")["format_version"] == 2
+    loaded, _ = load_quantized_checkpoint(tmp_path / "q")
+    with apply_quantization(model, recipe, names):
+        assert_same_state(loaded.state_dict(), model.state_dict())
+        assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
+
+
 def test_unknown_versions_are_refused(tmp_path, model):
     save_quantized_checkpoint(model, None, QuantRecipe.from_name("NVFP4"), mlp_names(range(6)), tmp_path / "q")
     meta = json.loads((tmp_path / "q" / QUANT_CONFIG_FILE).read_text())
-    (tmp_path / "q" / QUANT_CONFIG_FILE).write_text(json.dumps({**meta, "format_version": 3}))
-    with pytest.raises(ValueError, match=r"unsupported format 'lowbit-lab-ptq' version 3; this reader: "
-                                         r"lowbit-lab-ptq versions 1, 2"):
+    (tmp_path / "q" / QUANT_CONFIG_FILE).write_text(json.dumps({**meta, "format_version": 4}))
+    with pytest.raises(ValueError, match=r"unsupported format 'lowbit-lab-ptq' version 4; this reader: "
+                                         r"lowbit-lab-ptq versions 1, 2, 3"):
         load_quantized_checkpoint(tmp_path / "q")
 
 

@@ -3,45 +3,18 @@ integer codes, rebuilt torch.equal to the trained effective weights Q(W); the we
 
 import pytest
 import torch
-from ptq_testing import logits, mlp_names, tiny_llama
+from ptq_testing import codes_and_materialize, learned_recipe, logits, mlp_names, trained_lowbit
 
 from common.formats import get_format
 from common.ptq import (
     QuantRecipe,
-    QuantSpec,
     load_quantized_checkpoint,
     read_quantization_config,
     save_quantized_checkpoint,
     size_report,
 )
-from common.qat import INT8_PER_TOKEN, LOWBIT_BITS, LOWBIT_CODES, attach_lowbit, lowbit_codes, lowbit_selection
+from common.qat import INT8_PER_TOKEN, LOWBIT_BITS, LOWBIT_CODES, lowbit_codes
 from common.scaling import BlockScales
-
-
-def trained_lowbit(bits, activation_bits=None, seed=0):
-    """A tiny Llama with ParetoQ quantizers on every block Linear and perturbed (as if trained) scales: ``(model,
-    handle)`` in eval mode."""
-    model = tiny_llama(seed)
-    handle = attach_lowbit(model, lowbit_selection(model), bits, activation_bits=activation_bits)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for alpha in handle.alphas().values():
-            alpha.mul_(0.5 + torch.rand(alpha.shape, generator=g))
-    return model.eval(), handle
-
-
-def learned_recipe(bits, activation_bits=None):
-    return QuantRecipe(QuantSpec(LOWBIT_CODES[bits][0], "fp32", "row", rule=None),
-                       INT8_PER_TOKEN if activation_bits == 8 else None, f"paretoq-w{bits:g}")
-
-
-def codes_and_materialize(handle):
-    """``({name: BlockScales}, {name: Q(W)})`` of every layer, then the handle removed keeping ``Q(W)``."""
-    scales = {name: lowbit_codes(handle.latent_weight(name), handle.alphas()[name], handle.bits)[1]
-              for name in handle.names}
-    effective = {name: handle.quantized_weight(name) for name in handle.names}
-    handle.remove(materialize=True)
-    return scales, effective
 
 
 @pytest.mark.parametrize("bits", LOWBIT_BITS)
