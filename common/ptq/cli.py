@@ -3,6 +3,7 @@
     python -m common.ptq quantize --model DIR --recipe NVFP4 [--activations] [--include REGEX] [--exclude REGEX]
         [--skip-first K --skip-last M] --out DIR
     python -m common.ptq quantize --model QAT_DIR --recipe learned --out DIR
+    python -m common.ptq export --model Q_DIR --format compressed-tensors [--weights-only] --out DIR
 
 ``--recipe`` is a name from :data:`common.scaling.RECIPES` (``--activations`` then quantizes the layer inputs
 with the same recipe), a JSON object, or the path of a ``.json`` file, both in :meth:`QuantRecipe.to_dict` form.
@@ -21,6 +22,10 @@ int8 quantization. The selected modules are the run's trained layers (its ``qat`
 ``--include``, ``--exclude``, ``--skip-*`` and ``--activations`` are refused with it; so is a folder that is not a
 low-bit QAT checkpoint, and a run trained with a Hadamard rotation (its effective weight ``Q(W H) H^T`` has no
 integer codes of the unrotated weight with per-row scales).
+
+``export`` rewrites a quantized checkpoint of NVFP4 (4/6, brute-force and other scale rules included) or MXFP4
+weights in compressed-tensors' layout, which transformers and vLLM load (:mod:`common.ptq.export`; the other formats
+stay in ours).
 
 On success one JSON line is printed (output folder, recipe, module count and :func:`size_report`), and also saved
 as ``size_report.json`` in the output folder; bad input exits with status 2 and a message naming the value,
@@ -43,7 +48,8 @@ from common.qat.lowbit import INT8_PER_TOKEN, lowbit_codes
 from common.qat.lowbit_io import load_lowbit_model, read_lowbit_record
 from common.scaling import RECIPES, BlockScales
 
-from .checkpoint import save_quantized_checkpoint, size_report
+from .checkpoint import checkpoint_size_bytes, save_quantized_checkpoint, size_report
+from .export import FORMATS, export_compressed_tensors
 from .recipe import QuantRecipe, QuantSpec
 from .select import DEFAULT_INCLUDE, select_linears
 
@@ -90,7 +96,24 @@ def build_parser() -> argparse.ArgumentParser:
                           help="leave the first and last fractions of the blocks alone, rounded to the nearest "
                                "block (instead of --skip-first/--skip-last), e.g. 0.1154 0.0769 = 3 and 2 of 26")
     quantize.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    export = commands.add_parser("export", help="rewrite a quantized checkpoint in a standard layout")
+    export.add_argument("--model", required=True, help="quantized checkpoint folder (python -m common.ptq quantize)")
+    export.add_argument("--format", required=True, choices=FORMATS, help="the layout to write")
+    export.add_argument("--weights-only", action="store_true",
+                        help="export the weights of a recipe that also quantizes activations (the inputs are then "
+                             "left in full precision)")
+    export.add_argument("--out", required=True, help="output folder (replaced atomically)")
     return parser
+
+
+def export_command(args: argparse.Namespace) -> dict[str, object]:
+    """Export; returns the JSON summary. ValueError for bad input, before anything is written."""
+    if Path(args.out).resolve() == Path(args.model).resolve():
+        raise ValueError(f"--out {args.out!r} is the --model folder: it would be replaced")
+    out = export_compressed_tensors(args.model, args.out, weights_only=args.weights_only)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))["quantization_config"]
+    return {"out": str(out), "source": args.model, "format": args.format, "layout": config["format"],
+            "checkpoint_bytes": checkpoint_size_bytes(out)}
 
 
 def quantize_command(args: argparse.Namespace) -> dict[str, object]:
@@ -161,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        summary = quantize_command(args)
+        summary = (quantize_command if args.command == "quantize" else export_command)(args)
     except ValueError as err:
         parser.exit(2, f"{parser.prog} {args.command}: error: {err}\n")
     print(json.dumps(summary, sort_keys=True))
