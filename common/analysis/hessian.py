@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
+from common.progress import progress
 from common.ptq.select import embedding_ids
 
 GRID_PAD_FRACTION = 0.05  # grid padding beyond the extreme nodes, as a fraction of their range (authors' code)
@@ -227,7 +228,7 @@ def slq_density(matvec: Callable[[Tensor], Tensor], dim: int, *, probes: int = 2
     generator = torch.Generator(device=device).manual_seed(seed)
     nodes: list[np.ndarray] = []
     weights: list[np.ndarray] = []
-    for _ in range(probes):
+    for _ in progress(range(probes), "SLQ probes", total=probes, unit="probe"):
         alpha, beta = lanczos(matvec, dim, steps, generator, torch.float64, reorthogonalize=reorthogonalize)
         tridiagonal = np.diag(alpha.numpy()) + np.diag(beta.numpy(), 1) + np.diag(beta.numpy(), -1)
         theta, vectors = np.linalg.eigh(tridiagonal)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from common.formats import get_format
+from common.progress import progress
 from common.scaling import quantize_blocks
 
 ROW = 4096
@@ -77,5 +78,7 @@ def mse_sweep(sigmas: Iterable[float], block_sizes: Sequence[int], settings: dic
     """One :func:`block_stats` row, plus ``setting`` and ``block_size``, per combination; ``settings`` maps a
     name to ``block_stats`` keyword arguments."""
     z = standard_normal(samples, seed)
+    cells = [(name, options, block_size, sigma) for name, options in settings.items() for block_size in block_sizes
+             for sigma in sigmas]
     return [{"setting": name, "block_size": block_size, **block_stats(float(sigma), block_size, z=z, **options)}
-            for name, options in settings.items() for block_size in block_sizes for sigma in sigmas]
+            for name, options, block_size, sigma in progress(cells, "Monte Carlo MSE", total=len(cells))]

@@ -4,8 +4,12 @@
         [--choice TASK.jsonl] --window W --stride S [--batch-size B] [--quantization RECIPE.json] --out OUT.json
     python -m common.eval build-tasks --split FILE.jsonl --out-dir DIR --n N --seed S
         [--n-choices 4] [--context-words 50] [--context-sentences 3]      # writes DIR/cloze.jsonl, DIR/choice.jsonl
+    python -m common.eval lm-eval --model DIR --tasks T1,T2,... [--tokenizer DIR] [--quantization RECIPE]
+        [--device cpu] [--batch-size B] [--limit N] [--num-fewshot K] [--max-length L] [--include-path DIR]
+        --out OUT.json                          # lm-eval-harness on the loaded model (common.eval.lm_eval_adapter)
 
-Bad input exits with status 2 and a message naming the offending value; every output file is written
+Bad input exits with status 2 and a message naming the offending value (``lm-eval`` exits with 3 when a task's
+dataset is out of reach: offline without the Hugging Face cache); every output file is written
 atomically after all computation succeeded, so a failed run writes nothing.
 """
 
@@ -66,6 +70,52 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-words", type=int, default=50)
     parser.add_argument("--context-sentences", type=int, default=3)
     return parser
+
+
+def _lm_eval_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m common.eval lm-eval",
+                                     description="Score a checkpoint, as loaded, with lm-eval-harness tasks.")
+    parser.add_argument("--model", required=True, type=Path,
+                        help="HF folder: a float, quantized (common.ptq) or low-bit QAT checkpoint")
+    parser.add_argument("--tokenizer", type=Path, help="HF tokenizer folder (default: the model folder)")
+    parser.add_argument("--tasks", required=True,
+                        help="comma-separated lm-eval tasks, e.g. wikitext,lambada_openai,hellaswag,arc_easy,"
+                             "arc_challenge,piqa,winogrande,mmlu")
+    parser.add_argument("--quantization", help="fake-quantize a float model with this PTQ recipe (a name from "
+                                               "common.scaling.RECIPES, a JSON object or a .json file)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=None, help="score only the first N examples of each task")
+    parser.add_argument("--num-fewshot", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None, help="context length (default: the model's)")
+    parser.add_argument("--include-path", type=Path, help="folder of extra task YAMLs (local data)")
+    parser.add_argument("--out", required=True, type=Path, help="results JSON (lm-eval's, plus the model record)")
+    return parser
+
+
+def _lm_eval(args: argparse.Namespace) -> dict[str, Any]:
+    from common.ptq.cli import parse_recipe
+
+    from .lm_eval_adapter import load_scored_model, prepare_tasks, run_lm_eval
+
+    tokenizer_dir = args.model if args.tokenizer is None else args.tokenizer
+    _require("--model", args.model, folder=True)
+    _require("--tokenizer", tokenizer_dir, folder=True)
+    tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
+    if not tasks:
+        raise ValueError(f"--tasks {args.tasks!r} names no task")
+    recipe = None if args.quantization is None else parse_recipe(args.quantization, activations=False)
+    start = time.perf_counter()
+    task_manager = prepare_tasks(tasks, args.include_path)  # missing data fails here, before the model loads
+    model, record = load_scored_model(args.model, recipe, args.device)
+    results = run_lm_eval(model, AutoTokenizer.from_pretrained(tokenizer_dir), tasks, task_manager=task_manager,
+                          limit=args.limit, batch_size=args.batch_size, max_length=args.max_length,
+                          num_fewshot=args.num_fewshot)
+    info = {**describe_model(model, args.model), "tokenizer": str(tokenizer_dir)}
+    return {**evaluation_record(info, record, {"tasks": tasks, "limit": args.limit}, results["results"],
+                                wall_time_s=time.perf_counter() - start),
+            "lm_eval": {key: results[key] for key in ("versions", "n-shot", "higher_is_better", "n-samples")
+                        if key in results}}
 
 
 def _require(kind: str, path: Path | None, folder: bool = False) -> None:
@@ -140,11 +190,23 @@ def _build_tasks(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input)."""
+    from .lm_eval_adapter import NO_DATA_STATUS, TaskDataUnavailableError
+
     argv = sys.argv[1:] if argv is None else argv
-    building = bool(argv) and argv[0] == "build-tasks"
-    args = _build_parser().parse_args(argv[1:]) if building else _evaluate_parser().parse_args(argv)
+    command = argv[0] if argv and argv[0] in ("build-tasks", "lm-eval") else None
+    parser = {"build-tasks": _build_parser, "lm-eval": _lm_eval_parser, None: _evaluate_parser}[command]()
+    args = parser.parse_args(argv[1:] if command else argv)
+    building = command == "build-tasks"
     try:
-        if building:
+        if command == "lm-eval":
+            try:
+                record = _lm_eval(args)
+            except TaskDataUnavailableError as err:
+                print(f"{err}; nothing written", file=sys.stderr)
+                return NO_DATA_STATUS
+            write_evaluation(args.out, record)
+            print(f"wrote {args.out}: {json.dumps(record['metrics'])}")
+        elif building:
             outputs = _build_tasks(args)
             for name, examples in outputs.items():
                 write_task(args.out_dir / name, examples)

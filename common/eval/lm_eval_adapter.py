@@ -1,10 +1,31 @@
-"""Run lm-eval-harness (0.4.x, Python API) on a local checkpoint, offline.
+"""lm-eval-harness (0.4.x, Python API) on a loaded model: the papers' standard tasks (WikiText-2, LAMBADA, HellaSwag,
+ARC, PIQA, Winogrande, MMLU) or local task YAMLs, scored on the model as it is, fake-quantization hooks included.
 
-``lm_eval.simple_evaluate`` with its HF model class (``model="hf"``) on ``model_dir`` (and ``tokenizer_dir``,
-default the same folder), float32 on ``device``. Task YAMLs outside lm-eval (e.g. ``dataset_path: json`` with
-``dataset_kwargs: {data_files: ...}`` on a local JSONL) are found through ``include_path``. Offline use needs
-only that every task's data is local (the model and tokenizer load from folders); run the process with
-HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1 so that nothing tries the network (they are read at import time).
+``lm_eval.simple_evaluate`` gets ``HFLM(pretrained=<the nn.Module>, tokenizer=<the tokenizer>)``, never a folder
+path, so a quantized checkpoint (:func:`common.models.load_causal_lm` rebuilds it with its activation hooks), a
+low-bit QAT checkpoint (its quantizers attached) or a float model under a PTQ recipe is scored as itself.
+
+Command line (:func:`common.eval.cli.main`):
+
+    python -m common.eval lm-eval --model DIR --tasks wikitext,lambada_openai,hellaswag,arc_easy,arc_challenge,\\
+        piqa,winogrande,mmlu [--quantization RECIPE] [--device cpu|cuda] [--batch-size B] [--limit N]
+        [--num-fewshot K] [--max-length L] [--include-path DIR] --out OUT.json
+
+lm-eval's standard tasks read their datasets from the Hugging Face hub, so they need a network or a warm HF cache;
+offline (``HF_DATASETS_OFFLINE=1``) without the cache the command prints one line naming the task and its dataset,
+exits with status 3 (:data:`NO_DATA_STATUS`) and writes nothing. Local YAML tasks (``dataset_path: json`` on a local
+file, found through ``--include-path``) run offline.
+
+How lm-eval's numbers relate to ours (the tests check both):
+
+* ``loglikelihood`` / ``multiple_choice`` requests are scored as :mod:`common.eval.zeroshot` scores them: the same
+  tokenization and context truncation, so the same log-likelihoods.
+* ``loglikelihood_rolling`` (WikiText): each document is scored on its own, its first token conditioned on
+  ``prefix_token_id`` (BOS, else EOS), in disjoint windows of ``max_length`` predicted tokens, the first of each
+  window conditioned on the one token before it. That is :func:`common.eval.perplexity` on the stream ``[prefix] +
+  tokens`` with ``window = max_length + 1`` and ``stride = max_length``, except in a last partial window, where
+  lm-eval keeps ``max_length`` tokens of input (more context than our stride gives). lm-eval then reports word
+  and byte perplexities (per word / per UTF-8 byte of the document), ours per token.
 """
 
 from __future__ import annotations
@@ -13,58 +34,117 @@ import json
 import os
 from typing import Any
 
+import torch
 
-def run_lm_eval(
-    model_dir: str | os.PathLike[str],
-    tasks: list[str],
-    include_path: str | os.PathLike[str] | None,
-    limit: int | None,
-    batch_size: int,
-    *,
-    tokenizer_dir: str | os.PathLike[str] | None = None,
-    device: str = "cpu",
-    include_defaults: bool = True,
-    bootstrap_iters: int = 100000,
-) -> dict[str, Any]:
-    """Results dict of ``lm_eval.simple_evaluate`` (per-task metrics under "results", as "acc,none" etc.),
-    without logged samples, made JSON-ready with lm-eval's own ``handle_non_serializable`` (dtypes become strings).
+NO_DATA_STATUS = 3  # the exit status of the command when a task's dataset is out of reach (offline, no HF cache)
 
-    ``include_defaults=False`` skips indexing lm-eval's built-in tasks (about 6 s) when only ``include_path``
-    tasks are run; ``bootstrap_iters`` is lm-eval's (stderr of non-mean aggregations; 0 skips them).
-    """
+
+class TaskDataUnavailableError(RuntimeError):
+    """A task's dataset could not be read: offline without the HF cache, or the hub unreachable."""
+
+
+def load_scored_model(model_dir: str | os.PathLike[str], quantization: Any | None = None,
+                      device: str = "cpu") -> tuple[torch.nn.Module, dict[str, Any] | None]:
+    """``(model, recipe record)`` to score, in eval mode on ``device``: a quantized checkpoint rebuilt with its
+    activation hooks (:func:`common.models.load_causal_lm`), a low-bit QAT checkpoint with its quantizers
+    (:func:`common.qat.lowbit_io.load_lowbit_model`), or a float checkpoint, fake-quantized by ``quantization`` (a
+    :class:`common.ptq.QuantRecipe`) on the layers :func:`common.ptq.select_linears` selects by default. The record
+    is the recipe's ``to_dict`` (a checkpoint's own for a quantized one, the QAT record for a QAT one, None for a
+    float model). ValueError for a recipe given with an already quantized checkpoint."""
+    from pathlib import Path
+
+    from common.models import is_quantized_checkpoint, load_causal_lm
+    from common.ptq import apply_quantization, read_quantization_config, select_linears
+    from common.qat.lowbit_io import SCALES_FILE, load_lowbit_model, read_lowbit_record
+
+    folder = Path(model_dir)
+    quantized, qat = is_quantized_checkpoint(folder), (folder / SCALES_FILE).is_file()
+    if quantization is not None and (quantized or qat):
+        raise ValueError(f"--quantization given for {str(folder)!r}, which is already a "
+                         f"{'quantized' if quantized else 'low-bit QAT'} checkpoint (it is scored as it is)")
+    if qat:
+        model, record = load_lowbit_model(folder)[0], {"qat": read_lowbit_record(folder)}
+    else:
+        model = load_causal_lm(folder)
+        record = read_quantization_config(folder)["recipe"] if quantized else None
+        if quantization is not None:
+            apply_quantization(model, quantization, select_linears(model))
+            record = quantization.to_dict()
+    return model.to(device).eval(), record
+
+
+def prepare_tasks(tasks: list[str], include_path: str | os.PathLike[str] | None = None,
+                  include_defaults: bool = True) -> Any:
+    """lm-eval's ``TaskManager`` for ``tasks``, after reading each task's data once, so that missing data fails
+    before a model is loaded or anything scored. ValueError naming an unknown task or a bad ``include_path``;
+    :class:`TaskDataUnavailableError` when a task's dataset cannot be read."""
     if not tasks:
         raise ValueError(f"tasks must name at least one task, got {tasks!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be >= 1 or None, got {limit}")
-    for name, folder in (("model_dir", model_dir), ("tokenizer_dir", tokenizer_dir)):
-        if folder is not None and not os.path.isdir(folder):
-            raise ValueError(f"{name} {str(folder)!r} is not a folder")
     if include_path is not None and not os.path.isdir(include_path):
         raise ValueError(f"include_path {str(include_path)!r} is not a folder")
-
-    import lm_eval
     from lm_eval.tasks import TaskManager
-    from lm_eval.utils import handle_non_serializable
 
     task_manager = TaskManager(
         include_path=None if include_path is None else str(include_path), include_defaults=include_defaults
     )
+    for task in tasks:
+        try:
+            task_manager.load(task)
+        except KeyError:
+            raise ValueError(f"unknown lm-eval task {task!r} (not a registered task, group or YAML path)") from None
+        except OSError as err:  # ConnectionError / OfflineModeIsEnabled / a missing local file
+            raise TaskDataUnavailableError(f"lm-eval task {task!r} cannot read its dataset: "
+                                           f"{str(err).splitlines()[0]} (it needs a network or a warm Hugging Face "
+                                           "cache)") from None
+    return task_manager
+
+
+def run_lm_eval(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    tasks: list[str],
+    *,
+    task_manager: Any | None = None,
+    include_path: str | os.PathLike[str] | None = None,
+    limit: int | None = None,
+    batch_size: int = 1,
+    max_length: int | None = None,
+    num_fewshot: int | None = None,
+    include_defaults: bool = True,
+    bootstrap_iters: int = 100000,
+    log_samples: bool = False,
+) -> dict[str, Any]:
+    """Results dict of ``lm_eval.simple_evaluate`` on ``HFLM(pretrained=model, tokenizer=tokenizer)`` (per-task
+    metrics under "results", as "acc,none" etc.), made JSON-ready with lm-eval's own ``handle_non_serializable``;
+    with ``log_samples`` the per-request records under "samples" too. The model runs on its own device.
+
+    ``task_manager``: from :func:`prepare_tasks` (default: prepared here from ``include_path`` and
+    ``include_defaults``; ``include_defaults=False`` skips indexing lm-eval's built-in tasks, about 6 s, when only
+    ``include_path`` tasks are run). ``bootstrap_iters`` is lm-eval's (stderr of non-mean aggregations; 0 skips
+    them); ``max_length`` caps the context (default: the model config's). ValueError naming a bad argument.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1 or None, got {limit}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be >= 1 or None, got {max_length}")
+    if task_manager is None:
+        task_manager = prepare_tasks(tasks, include_path, include_defaults)
+
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.utils import handle_non_serializable
+
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
     results = lm_eval.simple_evaluate(
-        model="hf",
-        model_args={
-            "pretrained": str(model_dir),
-            "tokenizer": str(tokenizer_dir if tokenizer_dir is not None else model_dir),
-            "dtype": "float32",
-        },
-        tasks=tasks,
+        model=lm,
+        tasks=list(tasks),
         task_manager=task_manager,
         limit=limit,
-        batch_size=batch_size,
-        device=device,
+        num_fewshot=num_fewshot,
         bootstrap_iters=bootstrap_iters,
-        log_samples=False,
+        log_samples=log_samples,
     )
     if results is None:
         raise RuntimeError("lm_eval.simple_evaluate returned no results (not rank 0)")

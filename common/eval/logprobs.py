@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from common.progress import progress
+
 # Config fields that hold a causal LM's context length, in the order lm-eval-harness consults them.
 _MAX_LENGTH_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")
 
@@ -61,7 +63,8 @@ def next_token_logprobs(
     device = model_device(model)
     order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
     out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-    for start in range(0, len(order), batch_size):
+    batches = range(0, len(order), batch_size)
+    for start in progress(batches, "scoring", total=len(batches), unit="batch"):
         chunk = order[start : start + batch_size]
         width = len(sequences[chunk[0]])
         padded = torch.zeros(len(chunk), width, dtype=torch.long)

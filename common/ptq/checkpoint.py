@@ -63,6 +63,7 @@ from torch import nn
 
 from common.formats import decode, encode, get_format
 from common.io import atomic_dir, read_json, write_json
+from common.progress import progress
 from common.scaling import BlockScales
 
 from .apply import QuantizationHandle, apply_quantization, linear_modules
@@ -189,7 +190,7 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     _check_weight_scales(weight_scales, spec, list(modules))
     tensors, tied = _deduplicated_state(model)
     weights_info = {}
-    for name, module in modules.items():
+    for name, module in progress(modules.items(), "quantizing weights", total=len(modules), unit="layer"):
         key = f"{name}.weight"
         if key in tied or key in tied.values():
             raise ValueError(f"weight {key!r} is tied to another tensor ({_tie_partner(key, tied)!r}); a tied weight "

@@ -160,6 +160,17 @@ def sweep_models(model):
     return [f"{model}-c{factor:g}" for factor in CFG["sweep"]["factors"]]
 
 
+def lm_eval_options():
+    """The command-line options of ``python -m common.eval lm-eval`` from config ``lm_eval`` (batch size, device,
+    and the limit, few-shot count and include path when set)."""
+    cfg = CFG["lm_eval"]
+    options = [f"--batch-size {cfg['batch_size']}", f"--device {cfg['device']}"]
+    for key, flag in (("limit", "--limit"), ("num_fewshot", "--num-fewshot"), ("include_path", "--include-path")):
+        if cfg[key] is not None:
+            options.append(f"{flag} {cfg[key]}")
+    return " ".join(options)
+
+
 def seed_cells(runs, seeds):
     """``<run>/seed<k>`` of every run and seed (common.qat.run.seed_cell): the training cells of a QAT paper."""
     return [seed_cell(run, seed) for run in runs for seed in seeds]

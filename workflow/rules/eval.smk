@@ -1,12 +1,16 @@
 # Evaluation: strided perplexity on a split plus the zero-shot tasks built from the corpus's held-out test split.
 # Any model under results/models/ (base, external, trained/<paper>/<run>, quantized/<name>/...) can be evaluated:
 #   results/eval/<model path under results/models>/<corpus>-<split>.json
+# and scored by lm-eval-harness on the standard tasks (config `lm_eval`; a network or a warm HF cache):
+#   results/lm_eval/<model path under results/models>.json
 
 
 wildcard_constraints:
     model_path=r"((quantized/[A-Za-z0-9_.+-]+/)?(base|external)/[A-Za-z0-9_]+)"
     r"|((quantized/[A-Za-z0-9_.+-]+/)?trained/[A-Za-z0-9_]+/[A-Za-z0-9_.+-]+)",
     split="train|validation|test",
+    lm_model=r"(quantized/[A-Za-z0-9_.+-]+/)?((base|external)/[A-Za-z0-9_]+"
+    r"|trained/[A-Za-z0-9_]+/[A-Za-z0-9_.+-]+(/seed[0-9]+)?)",
 
 
 rule build_zero_shot_tasks:
@@ -50,6 +54,33 @@ rule evaluate_model:
         "python -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
         " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
         " --batch-size 8 {params.max_tokens} --out {output} > {log} 2>&1"
+
+
+rule lm_eval_model:
+    """lm-eval-harness on a model as loaded (common.eval lm-eval): the tasks of config `lm_eval`. Offline without
+    the HF cache a standard task's data is out of reach: the job stops, prints that in one line and writes
+    nothing (exit status 3)."""
+    input:
+        "results/models/{lm_model}",
+    output:
+        "results/lm_eval/{lm_model}.json",
+    log:
+        "logs/lm_eval_model/{lm_model}.log",
+    conda:
+        CONDA_ENV
+    threads: 2
+    params:
+        tasks=",".join(CFG["lm_eval"]["tasks"]),
+        options=lm_eval_options(),
+    shell:
+        "python -m common.eval lm-eval --model {input} --tasks {params.tasks} {params.options} --out {output}"
+        " > {log} 2>&1 || {{ status=$?; tail -n 1 {log} >&2; exit $status; }}"
+
+
+rule lm_eval_requested:
+    """The lm-eval evaluations the active profile asks for: `lm_eval.models`, paths under results/models/."""
+    input:
+        expand("results/lm_eval/{model}.json", model=CFG["lm_eval"]["models"]),
 
 
 rule shared_stages:
