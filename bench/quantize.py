@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 from _report import finish, target
 
-from common.scaling import get_recipe, quantize_blocks
+from common.recipes import SPECS
+from common.scaling import quantize_blocks
 
 SHAPE = (4096, 4096)
 
@@ -47,9 +48,9 @@ def _torchao_nvfp4(x: torch.Tensor) -> torch.Tensor:
 
 CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "clone": torch.clone,
-    "MXFP4": get_recipe("MXFP4").quantize,
-    "NVFP4": get_recipe("NVFP4").quantize,
-    "NVFP4_4over6": get_recipe("NVFP4_4over6").quantize,
+    "MXFP4": SPECS["MXFP4"].quantize,
+    "NVFP4": SPECS["NVFP4"].quantize,
+    "NVFP4_4over6": SPECS["NVFP4_4over6"].quantize,
     "absmax_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "absmax"),
     "four_over_six_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "four_over_six"),
     "brute_force_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "brute_force"),

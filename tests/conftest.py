@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent / "papers"))  # paper_testing: the one tiny model setup of every test
+sys.path.insert(0, str(Path(__file__).parent / "ptq"))  # ptq_testing: the tiny in-memory Llama and its recipes
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -49,7 +49,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from common.progress import progress
-from common.ptq.select import embedding_ids
+from common.select import embedding_ids
 
 GRID_PAD_FRACTION = 0.05  # grid padding beyond the extreme nodes, as a fraction of their range (authors' code)
 GRID_PAD_SIGMAS = 5.0  # ... and at least this many kernel widths, so a narrow spectrum's tails stay on the grid

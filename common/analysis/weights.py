@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from common.formats import get_format
-from common.ptq.select import embedding_ids
 from common.scaling import quantize_blocks
+from common.select import embedding_ids
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): MAD * 1.4826 estimates sigma for Normal data
 

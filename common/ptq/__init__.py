@@ -16,6 +16,9 @@ does.
 Command line: ``python -m common.ptq quantize --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
 """
 
+from common.recipes import QuantRecipe, QuantSpec
+from common.select import DEFAULT_INCLUDE, block_index, num_blocks, select_linears
+
 from .apply import QuantizationHandle, apply_quantization
 from .checkpoint import (
     checkpoint_size_bytes,
@@ -26,8 +29,6 @@ from .checkpoint import (
     size_report,
 )
 from .hf import register as _register_with_transformers
-from .recipe import QuantRecipe, QuantSpec
-from .select import DEFAULT_INCLUDE, block_index, num_blocks, select_linears
 
 _register_with_transformers()
 

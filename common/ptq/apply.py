@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from .recipe import QuantRecipe, QuantSpec
+from common.recipes import QuantRecipe, QuantSpec
+from common.select import linear_modules
 
 
 class QuantizationHandle:
@@ -52,18 +53,6 @@ class QuantizationHandle:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.remove()
-
-
-def linear_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Linear]:
-    """``{name: module}`` for ``names``; ValueError naming a name that is not an ``nn.Linear`` of ``model``."""
-    if isinstance(names, str) or not names:
-        raise ValueError(f"names must be a non-empty list of module names, got {names!r}")
-    modules = dict(model.named_modules())
-    for name in names:
-        if not isinstance(modules.get(name), nn.Linear):
-            found = "no such module" if name not in modules else type(modules[name]).__name__
-            raise ValueError(f"module {name!r} is not an nn.Linear of the model ({found})")
-    return {name: modules[name] for name in names}
 
 
 def apply_quantization(model: nn.Module, recipe: QuantRecipe, names: Sequence[str], *,

@@ -64,10 +64,11 @@ from torch import nn
 from common.formats import decode, encode, get_format
 from common.io import atomic_dir, read_json, write_json
 from common.progress import progress
+from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import BlockScales
+from common.select import linear_modules
 
-from .apply import QuantizationHandle, apply_quantization, linear_modules
-from .recipe import QuantRecipe, QuantSpec
+from .apply import QuantizationHandle, apply_quantization
 
 WEIGHTS_FILE = "model.safetensors"
 QUANT_CONFIG_FILE = "quantization_config.json"

@@ -5,7 +5,7 @@
     python -m common.ptq quantize --model QAT_DIR --recipe learned --out DIR
     python -m common.ptq export --model Q_DIR --format compressed-tensors [--weights-only] --out DIR
 
-``--recipe`` is a name from :data:`common.scaling.RECIPES` (``--activations`` then quantizes the layer inputs
+``--recipe`` is a name from :data:`common.recipes.SPECS` (``--activations`` then quantizes the layer inputs
 with the same recipe), a JSON object, or the path of a ``.json`` file, both in :meth:`QuantRecipe.to_dict` form.
 The model is loaded in float32 from local files only; the tokenizer is saved too when the folder has one.
 
@@ -46,12 +46,12 @@ import transformers
 from common.io import write_json
 from common.qat.lowbit import INT8_PER_TOKEN, lowbit_codes
 from common.qat.lowbit_io import load_lowbit_model, read_lowbit_record
-from common.scaling import RECIPES, BlockScales
+from common.recipes import SPECS, QuantRecipe, QuantSpec
+from common.scaling import BlockScales
+from common.select import DEFAULT_INCLUDE, select_linears
 
 from .checkpoint import checkpoint_size_bytes, save_quantized_checkpoint, size_report
 from .export import FORMATS, export_compressed_tensors
-from .recipe import QuantRecipe, QuantSpec
-from .select import DEFAULT_INCLUDE, select_linears
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 LEARNED = "learned"
@@ -60,15 +60,15 @@ SELECTION_FLAGS = {"include": "--include", "exclude": "--exclude", "skip_first":
 
 
 def parse_recipe(text: str, activations: bool) -> QuantRecipe:
-    """A recipe from a name in RECIPES, a JSON object or a ``.json`` file; ValueError naming the value."""
-    if text in RECIPES:
+    """A recipe from a name in SPECS, a JSON object or a ``.json`` file; ValueError naming the value."""
+    if text in SPECS:
         return QuantRecipe.from_name(text, activations=activations)
     if text.lstrip().startswith("{"):
         source, data = "JSON recipe", text
     elif text.endswith(".json") and Path(text).is_file():
         source, data = f"recipe file {text!r}", Path(text).read_text(encoding="utf-8")
     else:
-        raise ValueError(f"unknown recipe {text!r}; valid: a name ({', '.join(RECIPES)}), a JSON object or a "
+        raise ValueError(f"unknown recipe {text!r}; valid: a name ({', '.join(SPECS)}), a JSON object or a "
                          ".json file")
     if activations:
         raise ValueError("--activations applies to named recipes; give a JSON recipe its 'activations' entry")
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     quantize = commands.add_parser("quantize", help="write a quantized checkpoint of a local HF model")
     quantize.add_argument("--model", required=True, help="HF checkpoint folder (local files only)")
     quantize.add_argument("--recipe", required=True,
-                          help=f"{', '.join(RECIPES)}, a JSON object, a .json file, or '{LEARNED}' (a low-bit QAT "
+                          help=f"{', '.join(SPECS)}, a JSON object, a .json file, or '{LEARNED}' (a low-bit QAT "
                                "checkpoint stored with its learned scales)")
     quantize.add_argument("--activations", action="store_true", help="also quantize the inputs of the layers")
     quantize.add_argument("--include", default=None,

@@ -43,9 +43,9 @@ from safetensors.torch import load_file, save_file
 
 from common.formats import decode
 from common.io import atomic_dir, read_json
+from common.recipes import QuantRecipe, QuantSpec
 
 from .checkpoint import WEIGHTS_FILE, read_quantization_config, stored_codes_per_byte
-from .recipe import QuantRecipe, QuantSpec
 
 FORMATS = ("compressed-tensors",)
 COPIED_FILES = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",

@@ -37,6 +37,8 @@ from transformers.quantizers.auto import (
 )
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
+from common.recipes import QuantRecipe
+
 from .apply import QuantizationHandle, apply_quantization
 from .checkpoint import (
     QUANT_METHOD,
@@ -44,7 +46,6 @@ from .checkpoint import (
     rebuild_weight,
     stored_tensor_specs,
 )
-from .recipe import QuantRecipe
 
 
 class LowbitLabConfig(QuantizationConfigMixin):

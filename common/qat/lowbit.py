@@ -87,15 +87,12 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from common.ptq.apply import linear_modules
-from common.ptq.recipe import QuantSpec
-from common.ptq.select import select_linears
+from common.recipes import LOWBIT_BITS, LowBitRecipe, QuantSpec
 from common.scaling import BlockScales
+from common.select import linear_modules, select_linears
 
 from .ste import ste_quantize
 
-LOWBIT_BITS = (1, 1.58, 2, 3, 4)
-ACTIVATION_BITS = (8,)
 ALPHA_EPS = 1e-5
 STRETCH_CLIP = 1 - 1e-2
 LOWBIT_INCLUDE = r"(self_attn\.(q_proj|k_proj|v_proj|o_proj)|mlp\.(gate_proj|up_proj|down_proj))$"
@@ -419,9 +416,7 @@ def attach_lowbit(model: nn.Module, names: Sequence[str], bits: float, *, activa
     already parametrized, or (with ``hadamard``) an ``in_features`` that is not a power of two. Noise starts off
     (:meth:`LowBitHandle.set_noise`).
     """
-    lowbit_spec(bits)
-    if activation_bits is not None and (isinstance(activation_bits, bool) or activation_bits not in ACTIVATION_BITS):
-        raise ValueError(f"unknown activation bit width {activation_bits!r}; valid: None (A16), 8")
+    LowBitRecipe(bits, activation_bits, hadamard)  # the one validator of bits, activation bits and hadamard
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if parametrize.is_parametrized(module, "weight"):

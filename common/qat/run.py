@@ -6,8 +6,8 @@ A run trains a pretrained checkpoint further with quantizers attached and leaves
     model, tokenizer = load_model(init)
     attachment = attach(model)              # the method: quantizers on the model, its hooks, its record
     write run_dir/qat.json = attachment.record
-    train(model, tokens, config, run_dir, hooks=attachment.hooks, record=attachment.record,
-          stale_checkpoint="restart")       # resumes a checkpoint of the same config AND record, else starts over
+    train(model, tokens, config, run_dir, hooks=attachment.hooks, record={**attachment.record, "init": ...},
+          stale_checkpoint="restart")       # resumes a checkpoint of the same config, record AND init weights
     extra = attachment.finish(run_dir)      # quantizers still attached: telemetry, learned scales, counts
     attachment.remove()                     # the latent weights stay in the layers
     save_checkpoint(model, tokenizer, out, metadata)
@@ -20,7 +20,9 @@ saved model), ``training`` (:func:`common.train.train`'s summary: steps, tokens,
 Resume: the training loop stores the record in its checkpoint and resumes only a checkpoint of the same
 :class:`TrainConfig`, world size and record (``stale_checkpoint="restart"``: another one is ignored and replaced),
 so a changed QAT setting (an observer, a bit width, the noise) never continues another run's weights, and a
-killed run ends with the weights of an uninterrupted one (the hooks' state travels in the checkpoint).
+killed run ends with the weights of an uninterrupted one (the hooks' state travels in the checkpoint). The record
+the loop compares also names the initial model (:func:`init_identity`: its folder and the SHA-256 of its weight
+files), so a run of another base model (a changed ``base_model``) never resumes this one's checkpoint either.
 
 The seed of a run is ``config.seed``: it fixes the data order (:class:`common.train.SequenceSampler`), the torch
 generator at the start (initialisation of anything new) and, by the methods' convention, their noise. Seeds are a
@@ -40,7 +42,7 @@ from typing import Any
 from torch import nn
 
 from common.data import read_jsonl, token_stream
-from common.io import write_json
+from common.io import sha256_file, write_json
 from common.models import count_parameters, load_model, save_checkpoint
 from common.train import Hooks, TrainConfig, train
 
@@ -87,6 +89,13 @@ class Attachment:
         the folder whole)."""
 
 
+def init_identity(init: str | os.PathLike[str]) -> dict[str, Any]:
+    """``{"path", "weights_sha256": {file: sha256}}`` of the checkpoint folder ``init`` (its ``*.safetensors``)."""
+    folder = Path(init)
+    files = sorted(folder.glob("*.safetensors"))
+    return {"path": str(folder), "weights_sha256": {file.name: sha256_file(file) for file in files}}
+
+
 def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
             validation_split: str | os.PathLike[str] | None, config: TrainConfig, run_dir: str | os.PathLike[str],
             out: str | os.PathLike[str], attach: Callable[[nn.Module], Attachment]) -> dict[str, Any]:
@@ -104,7 +113,7 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / QAT_RECORD_FILE, attachment.record)
     summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=attachment.hooks,
-                    stale_checkpoint="restart", record=attachment.record)
+                    stale_checkpoint="restart", record={**attachment.record, "init": init_identity(init)})
     extra = attachment.finish(run_dir)
     attachment.remove()
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),

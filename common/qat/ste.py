@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from common.ptq import QuantRecipe
-from common.ptq.apply import linear_modules
+from common.recipes import QuantRecipe
+from common.select import linear_modules
 
 
 class _StraightThrough(torch.autograd.Function):

@@ -95,13 +95,12 @@ from torch import nn
 from common.formats import Family, Format, get_format, mantissa_bits
 from common.io import atomic_path
 from common.observers import HIF8_MAX_VAL, Observer, delayed_scale, make_observer
-from common.ptq.apply import linear_modules
-from common.ptq.select import DEFAULT_INCLUDE, select_linears
+from common.recipes import HISTORY_UNITS, DelayedScalingRecipe
+from common.select import DEFAULT_INCLUDE, linear_modules, select_linears
 
 from .scaled import float32, scaled_qdq
 
 ROLES = ("input", "weight", "grad_output")
-HISTORY_UNITS = ("call", "step")
 TELEMETRY_FIELDS = ("step", "layer", "role", "amax", "predicted_amax", "scale", "clipped_fraction",
                     "over_range_fraction", "overflow", "cold_start", "rel_error", "mantissa_bits_lost")
 PAPER_SKIP_PROPORTION = (3 / 26, 2 / 26)  # first 3 and last 2 of OpenPangu-Embedded-1B's 26 blocks stay BF16
@@ -515,6 +514,8 @@ def attach_w8a8(model: nn.Module, names: Sequence[str], fmt: str | Format = "hif
     ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option or history unit, a bad
     ``max_val``, or a module whose forward is already overridden.
     """
+    DelayedScalingRecipe(fmt if isinstance(fmt, str) else fmt.name, max_val, observer,  # the one validator
+                         tuple((observer_options or {}).items()), history_unit)
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if "forward" in module.__dict__:

@@ -1,4 +1,4 @@
-"""Block geometry, scale selectors, two-level scaling and named microscaling recipes.
+"""Block geometry, scale selectors and two-level scaling (the named recipes are in :mod:`common.recipes`).
 
 >>> import torch
 >>> from common.scaling import quantize_blocks
@@ -7,20 +7,17 @@
 tensor([[ 0.0000, -0.1562,  0.3125,  5.0000]])
 """
 
-from .blocks import GLOBAL_SCALES, BlockScales, quantize_blocks
-from .recipes import RECIPES, Recipe, get_recipe
+from .blocks import GLOBAL_SCALES, BlockScales, check_block_geometry, quantize_blocks
 from .rules import RULES, ScaleRule, block_error, dequantize_blocks, get_rule, round_scale
 
 __all__ = [
     "GLOBAL_SCALES",
-    "RECIPES",
     "RULES",
     "BlockScales",
-    "Recipe",
     "ScaleRule",
     "block_error",
+    "check_block_geometry",
     "dequantize_blocks",
-    "get_recipe",
     "get_rule",
     "quantize_blocks",
     "round_scale",

@@ -76,11 +76,9 @@ def quantize_blocks(
     """
     elem_fmt, scale_fmt = get_format(elem), get_format(scale)
     scale_rule = get_rule(rule)
-    _check_block_args(block_size, global_scale, axis, x)
-    if global_target is not None and (global_scale is None or isinstance(global_target, bool)
-                                      or not 0 < global_target < math.inf):
-        raise ValueError(f"global_target must be a finite number > 0 and needs a global_scale mode, got "
-                         f"{global_target!r} with global_scale={global_scale!r}")
+    check_block_geometry(block_size, global_scale, global_target)
+    if isinstance(x, torch.Tensor) and x.dim() and not -x.dim() <= axis < x.dim():
+        raise ValueError(f"axis {axis} is out of range for a tensor of shape {tuple(x.shape)}")
     x32 = as_float32(x)
     if x32.numel() == 0:
         empty = x.clone()
@@ -147,7 +145,12 @@ def _restore_layout(blocks: torch.Tensor, moved_shape: torch.Size, padded_length
     return (result.movedim(-1, axis) if ndim else result.reshape(())).contiguous()
 
 
-def _check_block_args(block_size: int | str | None, global_scale: str | None, axis: int, x: torch.Tensor) -> None:
+def check_block_geometry(block_size: int | str | None, global_scale: str | None = None,
+                         global_target: float | None = None) -> None:
+    """ValueError naming the value unless the block geometry is valid: ``block_size`` an integer >= 1, ``"row"`` or
+    None (per tensor); ``global_scale`` None or one of :data:`GLOBAL_SCALES`, ``"row"`` only with blocks within rows;
+    ``global_target`` None, or a finite number > 0 with a global scale. The one check of every entry point
+    (:func:`quantize_blocks`, :class:`common.recipes.QuantSpec`)."""
     if block_size is not None and block_size != "row" and (
             isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f"block_size must be an integer >= 1 or None (per tensor) or 'row' (one block per row), "
@@ -156,8 +159,11 @@ def _check_block_args(block_size: int | str | None, global_scale: str | None, ax
         raise ValueError(f"unknown global_scale {global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
     if block_size is None and global_scale == "row":
         raise ValueError("global_scale='row' needs blocks within rows; block_size=None is one block per tensor")
-    if isinstance(x, torch.Tensor) and x.dim() and not -x.dim() <= axis < x.dim():
-        raise ValueError(f"axis {axis} is out of range for a tensor of shape {tuple(x.shape)}")
+    if global_target is not None and (global_scale is None or isinstance(global_target, bool)
+                                      or not isinstance(global_target, int | float)
+                                      or not 0 < global_target < math.inf):
+        raise ValueError(f"global_target must be a finite number > 0 and needs a global_scale mode, got "
+                         f"{global_target!r} with global_scale={global_scale!r}")
 
 
 def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_fmt: Format,

@@ -1,6 +1,6 @@
 # maxwindow_hif8: the paper config (validated, profile merged), its runs, its checkpoint quantization entry and
 # the functions its rules call.
-from common.ptq.select import DEFAULT_INCLUDE as MW_MLP_LINEARS
+from common.select import DEFAULT_INCLUDE as MW_MLP_LINEARS
 from common.qat.w8a8 import PAPER_SKIP_PROPORTION
 from papers.maxwindow_hif8.settings import FIGURES as MW_FIGURES
 from papers.maxwindow_hif8.settings import KEY as MW_KEY
@@ -9,6 +9,7 @@ from papers.maxwindow_hif8.settings import recipe, run_names, run_settings
 MW = paper_config(MW_KEY)
 MW_DIR = f"results/{MW_KEY}"
 MW_TRAINED = f"results/models/trained/{MW_KEY}"
+MW_BASE_DIR = f"results/models/base/{study_base_model(MW, MW_KEY)}"  # its own `base_model`, else the workflow's
 MW_RUNS = run_names(MW)
 MW_CELLS = seed_cells(MW_RUNS, MW["seeds"])  # <run>/seed<k>: every training cell
 MW_RECIPE = seed_cell(recipe(MW), MW["seeds"][0])

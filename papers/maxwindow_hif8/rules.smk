@@ -17,7 +17,7 @@ rule mw_train:
     """One training cell: continual pretraining of the base model on the shift corpus with one seed, BF16 or HiF8
     W8A8 QAT (resumable: rerunning after a kill continues from the cell's checkpoint.pt)."""
     input:
-        init=f"results/models/base/{CFG['base_model']}",
+        init=MW_BASE_DIR,
         train=f"data/corpora/{MW_CORPORA['shift']}/train.jsonl",
         validation=f"data/corpora/{MW_CORPORA['shift']}/validation.jsonl",
     output:
@@ -71,7 +71,7 @@ rule mw_evaluate:
 rule mw_evaluate_base:
     """The base model before continual pretraining, as mw_evaluate does (in BF16 only)."""
     input:
-        model=f"results/models/base/{CFG['base_model']}",
+        model=MW_BASE_DIR,
         pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
         shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
         cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
@@ -256,7 +256,7 @@ rule mw_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        metadata=[f"{MW_BASE_DIR}/lowbit_metadata.json"],
         examples=[f"{MW_TRAINED}/{MW_RECIPE}", f"{MW_DIR}/eval/hif8/{MW_RECIPE}/pretrain.json"],
     shell:
         "python -m papers.maxwindow_hif8 context --config-json {params.config} --profile {params.profile}"

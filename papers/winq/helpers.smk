@@ -2,15 +2,12 @@
 # entry and the functions its rules call.
 from papers.winq.settings import FIGURES as WQ_FIGURES
 from papers.winq.settings import KEY as WQ_KEY
-from papers.winq.settings import base_model as wq_base_model
 from papers.winq.settings import hessian_cells, run_config, training_cells
 
 WQ = paper_config(WQ_KEY)
 WQ_DIR = f"results/{WQ_KEY}"
 WQ_TRAINED = f"results/models/trained/{WQ_KEY}"
-WQ_BASE = wq_base_model(WQ, CFG["base_model"])  # the study's base model: its own `base_model`, else the workflow's
-if WQ_BASE not in CFG["base_models"]:
-    raise ValueError(f"winq.base_model {WQ_BASE!r} is not a workflow base model: {', '.join(CFG['base_models'])}")
+WQ_BASE = study_base_model(WQ, WQ_KEY)  # the study's base model: its own `base_model`, else the workflow's
 WQ_BASE_DIR = f"results/models/base/{WQ_BASE}"
 WQ_CELLS = training_cells(WQ)  # <run>/seed<k>, every seed of every run
 WQ_HESSIAN_CELLS = hessian_cells(WQ)

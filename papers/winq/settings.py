@@ -205,6 +205,3 @@ def train_config(config: Mapping[str, Any], name: str, seed: int = 0) -> TrainCo
                                   "progress": False})
 
 
-def base_model(config: Mapping[str, Any], workflow_base_model: str) -> str:
-    """The embedded base model the study QATs: its ``base_model``, or the workflow's when null."""
-    return config.get("base_model") or workflow_base_model

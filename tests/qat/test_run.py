@@ -68,3 +68,36 @@ def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint
     model, _, handle = load_lowbit_model(tmp_path / "out")
     weight = model.get_submodule("model.layers.0.mlp.down_proj").weight
     assert torch.equal(weight, handle.quantized_weight("model.layers.0.mlp.down_proj"))
+
+
+def test_a_killed_run_resumes_only_onto_the_same_initial_weights(tiny_checkpoint, tmp_path, monkeypatch):
+    """The run record compared on resume names the init model's weights: the same run of another base model
+    (here: the same folder copied, then its weights changed) starts over instead of continuing the checkpoint."""
+    import shutil
+
+    from paper_testing import KilledError, killed_train
+    from safetensors.torch import load_file, save_file
+
+    import common.qat.run as run_module
+
+    config = TrainConfig(max_steps=4, seq_len=16, micro_batch_size=2, checkpoint_every=2, progress=False, seed=0)
+
+    def run(init, out):
+        return qat_run(init, tiny_checkpoint.train, None, config, tmp_path / "run", out, lambda model: Recording())
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "train", killed_train(run_module.train, at_step=2))
+        with pytest.raises(KilledError):
+            run(tiny_checkpoint.model, tmp_path / "a")
+    other = tmp_path / "other-base"
+    shutil.copytree(tiny_checkpoint.model, other)
+    weights = load_file(other / "model.safetensors")
+    first = next(iter(weights))
+    weights[first] = weights[first] + 1.0
+    save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
+    assert run(other, tmp_path / "b")["training"]["resumed_from"] == 0  # another init: started over
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "train", killed_train(run_module.train, at_step=2))
+        with pytest.raises(KilledError):
+            run(tiny_checkpoint.model, tmp_path / "a")
+    assert run(tiny_checkpoint.model, tmp_path / "a")["training"]["resumed_from"] == 2  # the same init: resumed

@@ -29,3 +29,17 @@ def test_slurm_profile_dry_run_needs_no_cluster():
                "reports/finer_is_better.html")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "fib_ptq_cell" in done.stdout
+
+
+def test_default_qat_studies_train_three_seeds_from_the_tiny_model():
+    """The default profile's QAT plans: every training cell of both papers starts from `tiny`, on seeds 0-2."""
+    done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/default", "-n", "-F",
+               "reports/maxwindow_hif8.html", "reports/winq.html")
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = done.stdout + done.stderr
+    for command in ("python -m papers.maxwindow_hif8 train", "python -m papers.winq train"):
+        trains = [line for line in plan.splitlines() if command in line]
+        assert trains, command
+        assert all("--init results/models/base/tiny " in line for line in trains), command
+        assert {int(line.split(" --seed ")[1].split()[0]) for line in trains} == {0, 1, 2}, command
+    assert plan.count("python -m papers.maxwindow_hif8 train") == 27

@@ -114,6 +114,15 @@ def paper_config(key):
     return active
 
 
+def study_base_model(paper, key):
+    """The embedded base model paper ``key``'s study trains from: its config's ``base_model``, or the workflow's
+    ``base_model`` when that is null; ValueError naming a name that is not a workflow ``base_models`` entry."""
+    name = paper.get("base_model") or CFG["base_model"]
+    if name not in CFG["base_models"]:
+        raise ValueError(f"{key}.base_model {name!r} is not a workflow base model: {', '.join(CFG['base_models'])}")
+    return name
+
+
 def validate_paper_config(data, schema, what):
     """``validate(data, schema)`` with an error naming ``what`` was validated (the file and the profile)."""
     try:

@@ -11,7 +11,6 @@ from snakemake.utils import validate
 from common.config import active_profile
 from papers.winq.settings import (
     KEY,
-    base_model,
     compared_methods,
     hessian_cells,
     interpolation_every,
@@ -172,7 +171,3 @@ def test_run_config_is_the_runs_own_part(raw):
         **raw["interpolation"]["fraction"], "high_bit": 0.25}}}, "default")
     assert run_config(other, "w2-winq") == run_config(active, "w2-winq")
 
-
-def test_the_base_model_is_the_studys_own(raw):
-    assert base_model(profile_config(raw, "default"), "small") == "tiny"
-    assert base_model(profile_config(raw, "smoke"), "smoke") == "smoke"  # null: the workflow's

@@ -1,4 +1,5 @@
-"""Which ``nn.Linear`` modules of a causal LM to quantize: ``select_linears``.
+"""Which ``nn.Linear`` modules of a causal LM to quantize: ``select_linears``; ``linear_modules`` resolves the names.
+Below both ``common.ptq`` and ``common.qat``, which both select layers this way.
 
 Names are the dotted module names of ``model.named_modules()`` (``model.layers.7.mlp.up_proj``). The transformer
 block of a module is the number matched by :data:`BLOCK_INDEX` (``\\.layers\\.(\\d+)\\.``); the depth is the model
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from torch import nn
 
@@ -120,3 +122,15 @@ def embedding_ids(model: nn.Module) -> set[int]:
         if module is not None:
             ids.add(id(module))
     return ids
+
+
+def linear_modules(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Linear]:
+    """``{name: module}`` for ``names``; ValueError naming a name that is not an ``nn.Linear`` of ``model``."""
+    if isinstance(names, str) or not names:
+        raise ValueError(f"names must be a non-empty list of module names, got {names!r}")
+    modules = dict(model.named_modules())
+    for name in names:
+        if not isinstance(modules.get(name), nn.Linear):
+            found = "no such module" if name not in modules else type(modules[name]).__name__
+            raise ValueError(f"module {name!r} is not an nn.Linear of the model ({found})")
+    return {name: modules[name] for name in names}

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from common.ptq import QuantRecipe, QuantSpec
+from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import quantize_blocks
 
 MXFP4 = QuantSpec("e2m1", "e8m0", 32, "e8m0_floor")
@@ -61,8 +61,8 @@ def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
      r"activations are quantized .* spec needs a scale rule, got rule=None"),
     (lambda: QuantRecipe(None, None), "needs weights, activations or both"),
     (lambda: QuantRecipe("NVFP4"), "weights must be a QuantSpec or None, got 'NVFP4'"),
-    (lambda: QuantRecipe.from_name("NVFP9"), "unknown recipe 'NVFP9'; valid recipes: MXFP4"),
-    (lambda: QuantRecipe.from_name("NVFP4", activations="fp8"), "unknown recipe 'fp8'"),
+    (lambda: QuantRecipe.from_name("NVFP9"), "unknown block spec 'NVFP9'; valid block specs: MXFP4"),
+    (lambda: QuantRecipe.from_name("NVFP4", activations="fp8"), "unknown block spec 'fp8'"),
     (lambda: QuantRecipe.from_dict({"weights": None, "acts": None}), "unknown recipe key 'acts'; valid keys"),
     (lambda: QuantRecipe.from_dict({"weights": {"elem": "e2m1", "scale": "e8m0", "size": 32}}),
      "unknown quantization spec key 'size'"),

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from common.ptq import QuantRecipe, QuantSpec
+from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import quantize_blocks
 
 HIER = QuantSpec("e2m1", "ue4m3", 4, "four_over_six", global_scale="row", global_target=448.0)
@@ -57,11 +57,13 @@ def test_quantize_equals_quantize_blocks(spec, options):
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({"global_scale": "row", "global_target": True},
-     r"global_target must be a number > 0 with a global_scale, got True"),
-    ({"global_scale": "row", "global_target": -448.0}, r"global_target must be a number > 0 .*got -448\.0"),
-    ({"global_scale": "tensor", "global_target": 0}, r"global_target must be a number > 0 .*got 0$"),
+     r"global_target must be a finite number > 0 and needs a global_scale mode, got True"),
+    ({"global_scale": "row", "global_target": -448.0}, r"global_target must be a finite number > 0 .*got -448\.0 with"),
+    ({"global_scale": "tensor", "global_target": 0},
+     r"global_target must be a finite number > 0 .*got 0 with global_scale='tensor'"),
     ({"global_scale": "row", "global_target": "448"}, r"got '448'"),
-    ({"global_target": 448.0}, r"global_target must be a number > 0 with a global_scale, got 448\.0"),
+    ({"global_target": 448.0},
+     r"global_target must be a finite number > 0 and needs a global_scale mode, got 448\.0 with global_scale=None"),
 ])
 def test_bad_global_target(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -1,0 +1,331 @@
+"""Quantization recipes: one validated, frozen dataclass family for every path, below both ``common.ptq`` and
+``common.qat`` (in the style of TransformerEngine's ``transformer_engine.common.recipe``: a recipe names the
+numerics per tensor role; the code that applies it lives elsewhere).
+
+* :class:`QuantSpec`: one block quantization of a tensor along its last axis (element and scale formats, block
+  size or ``"row"`` or ``None`` per tensor, scale rule and its options, prevent-zero, global scale and its
+  target); ``rule=None`` describes learned (QAT) scales.
+* :class:`QuantRecipe` (``type`` ``"block"``): the block specs of a Linear layer's roles, ``weights`` and
+  ``activations`` (the layer input): PTQ (:func:`common.ptq.apply_quantization`, quantized checkpoints) and
+  fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`).
+* :class:`DelayedScalingRecipe` (``"delayed_scaling"``): per-tensor delayed scaling of all three GEMM operands
+  (input, weight, output gradient), the HiF8 W8A8 QAT of *Max-Window* (:func:`common.qat.attach_w8a8`).
+* :class:`LowBitRecipe` (``"lowbit"``): ParetoQ low-bit weight QAT with learned per-row scales, optional int8
+  per-token inputs and Hadamard rotation (:func:`common.qat.attach_lowbit`).
+
+Each validates itself on construction (the one validator of every entry point: ValueError naming the field and
+the value). ``to_dict``/``from_dict`` are the JSON records; :func:`recipe_to_dict`/:func:`recipe_from_dict` add and
+read a ``"type"``. :data:`SPECS` holds the named block specs, :data:`RECIPES` the named recipes of every type
+(:func:`get_recipe`). The front door that applies them is :mod:`common.quantization`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from common.formats import FORMATS
+from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
+from common.registry import lookup
+from common.scaling import RULES, BlockScales, check_block_geometry, quantize_blocks
+
+_SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target")
+_RECIPE_FIELDS = ("name", "weights", "activations")
+HISTORY_UNITS = ("call", "step")  # what one amax history entry is: a forward/backward call or an optimizer step
+LOWBIT_BITS = (1, 1.58, 2, 3, 4)  # ParetoQ weight bit widths (1.58: ternary)
+ACTIVATION_BITS = (8,)  # ParetoQ's A8: int8 per token
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """One block quantization: ``quantize_blocks(x, elem, scale, block_size, rule, prevent_zero=...,
+    global_scale=..., global_target=..., axis=-1, **rule_options)``.
+
+    ``elem``/``scale``: registered format names (:data:`common.formats.FORMATS`); ``block_size``: elements per
+    block along the last axis, ``"row"`` for one block spanning the whole last axis (per output channel of a
+    weight, per token of an activation), None for one scale per tensor; ``rule``: a name from
+    :data:`common.scaling.RULES`, or None when the scales are learned (QAT) rather than selected from the data (see
+    the module docstring; then ``prevent_zero``, ``global_scale`` and ``rule_options`` must keep their defaults,
+    which only a rule would use); ``global_scale``: None, ``"tensor"`` or ``"row"`` (two-level scaling; for
+    activations ``"row"`` is per token); ``rule_options``: extra keyword arguments of the rule (e.g.
+    ``{"criterion": "mae"}`` for four_over_six), stored as sorted ``(key, value)`` pairs so that the spec stays
+    hashable (a mapping is accepted and converted); ``global_target``: the divisor of the global scale
+    ``g = amax / global_target`` (None: the rule's default, see :mod:`common.scaling.blocks`).
+    """
+
+    elem: str
+    scale: str
+    block_size: int | str | None = 16
+    rule: str | None = "absmax"
+    prevent_zero: bool = False
+    global_scale: str | None = None
+    rule_options: tuple[tuple[str, Any], ...] = ()
+    global_target: float | None = None
+
+    def __post_init__(self) -> None:
+        lookup(FORMATS, self.elem, "format")  # names only (JSON-able); a Format object is refused
+        lookup(FORMATS, self.scale, "format")
+        rule = None if self.rule is None else lookup(RULES, self.rule, "scale rule")
+        check_block_geometry(self.block_size, self.global_scale, self.global_target)
+        if not isinstance(self.prevent_zero, bool):
+            raise ValueError(f"prevent_zero must be a bool, got {self.prevent_zero!r}")
+        options = dict(self.rule_options)
+        if rule is None:
+            for field, value, default in (("prevent_zero", self.prevent_zero, False),
+                                          ("global_scale", self.global_scale, None), ("rule_options", options, {})):
+                if value != default:
+                    raise ValueError(f"{field}={value!r} needs a scale rule: with rule=None (learned scales) it must "
+                                     f"be {default!r}")
+            object.__setattr__(self, "rule_options", ())
+            return
+        valid = [name for name, p in inspect.signature(rule.select).parameters.items()
+                 if p.kind is p.KEYWORD_ONLY and name != "prevent_zero"]
+        for key in options:
+            if key not in valid:
+                raise ValueError(f"unknown option {key!r} of scale rule {self.rule!r}; "
+                                 f"valid options: {', '.join(valid) or 'none'}")
+        object.__setattr__(self, "rule_options", tuple(sorted(options.items())))
+
+    def quantize(self, x: torch.Tensor, *, return_scales: bool = False) -> torch.Tensor | tuple[torch.Tensor,
+                                                                                                   BlockScales]:
+        """Quantize-dequantize ``x`` along its last axis (see :func:`common.scaling.quantize_blocks`); ValueError for
+        a spec of learned scales (``rule=None``), which has no rule to choose scales from ``x``."""
+        if self.rule is None:
+            raise ValueError(f"QuantSpec({self.elem!r}, {self.scale!r}, block_size={self.block_size!r}, rule=None): "
+                             "the scales are learned (QAT), not selected from data, so this spec cannot quantize a "
+                             "tensor; store the learned codes and scales instead "
+                             "(save_quantized_checkpoint(..., weight_scales=...))")
+        return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
+                               global_scale=self.global_scale, global_target=self.global_target, axis=-1,
+                               return_scales=return_scales,
+                               **dict(self.rule_options))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (``rule_options`` as a dict; ``block_size`` an integer, ``"row"`` or None; ``rule``
+        None for learned scales)."""
+        return {"elem": self.elem, "scale": self.scale, "block_size": self.block_size, "rule": self.rule,
+                "prevent_zero": self.prevent_zero, "global_scale": self.global_scale,
+                "rule_options": dict(self.rule_options), "global_target": self.global_target}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QuantSpec:
+        """Inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys are a ValueError."""
+        _check_keys(data, _SPEC_FIELDS, "quantization spec")
+        fields = dict(data)
+        fields["rule_options"] = tuple(dict(fields.get("rule_options") or {}).items())
+        return cls(**fields)
+
+    @classmethod
+    def from_name(cls, name: str) -> QuantSpec:
+        """The named block spec ``name`` of :data:`SPECS` (MXFP4, NVFP4, ...); ValueError naming an unknown one."""
+        return lookup(SPECS, name, "block spec")
+
+
+@dataclass(frozen=True)
+class QuantRecipe:
+    """Weight and activation quantization of the selected Linear layers.
+
+    ``weights``: applied once to each selected weight (blocks along ``in_features``); ``activations``: applied
+    on every forward pass to the layer input (blocks along its last, hidden axis). Either may be None, not
+    both. ``name`` is a label for reports.
+    """
+
+    weights: QuantSpec | None
+    activations: QuantSpec | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        for part in ("weights", "activations"):
+            value = getattr(self, part)
+            if value is not None and not isinstance(value, QuantSpec):
+                raise ValueError(f"{part} must be a QuantSpec or None, got {value!r}")
+        if self.weights is None and self.activations is None:
+            raise ValueError("a QuantRecipe needs weights, activations or both; got neither")
+        if self.activations is not None and self.activations.rule is None:
+            raise ValueError("activations are quantized on every forward pass from their own values: their spec needs "
+                             "a scale rule, got rule=None (learned scales apply to weights)")
+
+    @classmethod
+    def from_name(cls, name: str, activations: bool | str = False) -> QuantRecipe:
+        """Weights quantized with the named block spec ``name`` (:data:`SPECS`); activations not (False), with the
+        same spec (True), or with another named spec (its name, e.g. ``"MXFP8"``)."""
+        weights = QuantSpec.from_name(name)
+        if isinstance(activations, str):
+            return cls(weights, QuantSpec.from_name(activations), f"W:{name},A:{activations}")
+        if activations is True:
+            return cls(weights, weights, f"W:{name},A:{name}")
+        if activations is False:
+            return cls(weights, None, f"W:{name}")
+        raise ValueError(f"activations must be a bool or a recipe name, got {activations!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict: ``{"name", "weights", "activations"}`` with specs as :meth:`QuantSpec.to_dict`
+        (the record of quantized checkpoints; :func:`recipe_to_dict` adds ``"type": "block"``)."""
+        return {"name": self.name,
+                "weights": None if self.weights is None else self.weights.to_dict(),
+                "activations": None if self.activations is None else self.activations.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QuantRecipe:
+        """Inverse of :meth:`to_dict` (a ``"type": "block"`` key is accepted); a missing part is None, unknown keys
+        are a ValueError."""
+        data = _without_type(data, "block")
+        _check_keys(data, _RECIPE_FIELDS, "recipe")
+        parts = {part: None if data.get(part) is None else QuantSpec.from_dict(data[part])
+                 for part in ("weights", "activations")}
+        return cls(parts["weights"], parts["activations"], data.get("name"))
+
+
+def _check_keys(data: Mapping[str, Any], valid: tuple[str, ...], what: str) -> None:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {what} must be a mapping, got {data!r}")
+    for key in data:
+        if key not in valid:
+            raise ValueError(f"unknown {what} key {key!r}; valid keys: {', '.join(valid)}")
+
+
+def _without_type(data: Mapping[str, Any], expected: str) -> dict[str, Any]:
+    """``data`` without its ``"type"`` key; ValueError when that key names another recipe type."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {expected} recipe must be a mapping, got {data!r}")
+    fields = dict(data)
+    kind = fields.pop("type", expected)
+    if kind != expected:
+        raise ValueError(f"recipe type {kind!r} is not {expected!r}")
+    return fields
+
+
+@dataclass(frozen=True)
+class DelayedScalingRecipe:
+    """Per-tensor delayed scaling of a Linear layer's three GEMM operands (input, weight, output gradient), each
+    quantized to ``format`` with ``Q(t) = qdq(t s) / s``, ``s = max_val / p`` and ``p`` the amax its ``observer``
+    predicts from earlier entries (:mod:`common.observers`; *Max-Window*'s HiF8 W8A8 QAT, Cheng et al. 2026, and
+    TransformerEngine's ``DelayedScaling``).
+
+    Parameters
+    ----------
+    format: element format of all three operands (a :data:`common.formats.FORMATS` name; the paper's ``hif8``).
+    max_val: the largest magnitude a scaled tensor may reach (HiF8: 15, the authors' target).
+    observer: ``most_recent``, ``max_window``, ``exp_smooth`` or ``current`` (current scaling).
+    observer_options: the observer's keyword arguments (``window`` for max_window, ``alpha`` for exp_smooth), sorted
+        ``(key, value)`` pairs (a mapping is accepted).
+    history_unit: ``"call"`` (one history entry per forward or backward call, i.e. per micro-batch, as the authors'
+        code) or ``"step"`` (the step's maximum, once per optimizer step).
+    name: a label.
+    """
+
+    format: str = "hif8"
+    max_val: float = HIF8_MAX_VAL
+    observer: str = "max_window"
+    observer_options: tuple[tuple[str, Any], ...] = ()
+    history_unit: str = "call"
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        lookup(FORMATS, self.format, "format")
+        if isinstance(self.max_val, bool) or not isinstance(self.max_val, int | float) or not (
+                0 < self.max_val < math.inf):
+            raise ValueError(f"max_val must be finite and > 0, got {self.max_val!r}")
+        lookup(OBSERVERS, self.observer, "observer")
+        options = dict(self.observer_options)
+        make_observer(self.observer, **options)  # validates the option names and values
+        object.__setattr__(self, "observer_options", tuple(sorted(options.items())))
+        if self.history_unit not in HISTORY_UNITS:
+            raise ValueError(f"unknown history_unit {self.history_unit!r}; valid: {', '.join(HISTORY_UNITS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (``observer_options`` as a dict)."""
+        return {**asdict(self), "observer_options": dict(self.observer_options)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DelayedScalingRecipe:
+        """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted); unknown keys are a ValueError."""
+        fields = _without_type(data, "delayed_scaling")
+        _check_keys(fields, tuple(cls.__dataclass_fields__), "delayed-scaling recipe")
+        fields["observer_options"] = tuple(dict(fields.get("observer_options") or {}).items())
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class LowBitRecipe:
+    """ParetoQ low-bit weight QAT (Liu et al. 2025, as WinQ trains it): each weight ``W`` of a selected Linear
+    layer is used as ``Q(W) = alpha q(W / alpha)`` with a learned per-row scale ``alpha`` and the bit width's
+    quantizer ``q`` (binary, ternary, stretched 2-bit, or LSQ 3-4 bit; :mod:`common.qat.lowbit`).
+
+    Parameters
+    ----------
+    bits: weight bit width, one of :data:`LOWBIT_BITS` (1.58: ternary).
+    activation_bits: None (A16) or 8 (int8 per token, absmax per row: ParetoQ's A8).
+    hadamard: quantize ``W H`` and use ``Q(W H) H^T`` (QuEST-style rotation; needs power-of-two ``in_features``).
+    name: a label.
+    """
+
+    bits: float
+    activation_bits: int | None = None
+    hadamard: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bits, bool) or not isinstance(self.bits, int | float) or self.bits not in LOWBIT_BITS:
+            raise ValueError(f"unknown weight bit width {self.bits!r}; valid: {', '.join(map(str, LOWBIT_BITS))}")
+        if self.activation_bits is not None and (isinstance(self.activation_bits, bool)
+                                                 or self.activation_bits not in ACTIVATION_BITS):
+            raise ValueError(f"unknown activation bit width {self.activation_bits!r}; valid: None (A16), 8")
+        if not isinstance(self.hadamard, bool):
+            raise ValueError(f"hadamard must be a bool, got {self.hadamard!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LowBitRecipe:
+        """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted); unknown keys are a ValueError."""
+        fields = _without_type(data, "lowbit")
+        _check_keys(fields, tuple(cls.__dataclass_fields__), "low-bit recipe")
+        return cls(**fields)
+
+
+Recipe = QuantRecipe | DelayedScalingRecipe | LowBitRecipe
+RECIPE_TYPES: dict[str, type] = {"block": QuantRecipe, "delayed_scaling": DelayedScalingRecipe, "lowbit": LowBitRecipe}
+
+
+def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
+    """``{"type": ..., **recipe.to_dict()}``: the record :func:`recipe_from_dict` reads back."""
+    kind = next(name for name, cls in RECIPE_TYPES.items() if isinstance(recipe, cls))
+    return {"type": kind, **recipe.to_dict()}
+
+
+def recipe_from_dict(data: Mapping[str, Any]) -> Recipe:
+    """The recipe of a :func:`recipe_to_dict` record (a record without ``"type"`` is a block recipe, as quantized
+    checkpoints store it); ValueError naming an unknown type or field."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a recipe must be a mapping, got {data!r}")
+    return lookup(RECIPE_TYPES, data.get("type", "block"), "recipe type").from_dict(data)
+
+
+SPECS: dict[str, QuantSpec] = {  # named block specs (OCP MX v1.0; NVIDIA NVFP4; Finer is Better's 4/6)
+    "MXFP4": QuantSpec("e2m1", "e8m0", 32, "e8m0_floor"),
+    "MXFP6_E2M3": QuantSpec("e2m3", "e8m0", 32, "e8m0_floor"),
+    "MXFP8": QuantSpec("e4m3", "e8m0", 32, "e8m0_floor"),
+    "NVFP4": QuantSpec("e2m1", "ue4m3", 16, global_scale="tensor"),
+    "NVFP4_4over6": QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="tensor"),
+}
+
+RECIPES: dict[str, Recipe] = {
+    **{name: QuantRecipe(spec, None, f"W:{name}") for name, spec in SPECS.items()},
+    "HIF8_W8A8": DelayedScalingRecipe(name="HIF8_W8A8", observer_options=(("window", 64),)),
+    **{f"PARETOQ_W{bits:g}": LowBitRecipe(bits, name=f"PARETOQ_W{bits:g}") for bits in LOWBIT_BITS},
+    "PARETOQ_W1A8": LowBitRecipe(1, 8, name="PARETOQ_W1A8"),
+    "PARETOQ_W2A8": LowBitRecipe(2, 8, name="PARETOQ_W2A8"),
+}
+
+
+def get_recipe(name: str) -> Recipe:
+    """The named recipe ``name`` of :data:`RECIPES`; ValueError naming an unknown one and the valid names."""
+    return lookup(RECIPES, name, "recipe")
