@@ -61,18 +61,11 @@ def test_from_pretrained_of_learned_scales(tmp_path, input_ids, bits, activation
     assert_same_model(ours, transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "q"), input_ids)
 
 
-def test_plain_transformers_fails_loudly(tmp_path, model, monkeypatch):
-    """Without the registration (a process that never imported common.ptq) the guards make loading fail."""
-    save_quantized_checkpoint(model, None, RECIPES["NVFP4_act"], mlp_names(range(6)), tmp_path / "q")
-    monkeypatch.delitem(auto.AUTO_QUANTIZER_MAPPING, QUANT_METHOD)
-    monkeypatch.delitem(auto.AUTO_QUANTIZATION_CONFIG_MAPPING, QUANT_METHOD)
-    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
-        transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "q")
-
-
-def test_activation_only_recipe_fails_loudly_too(tmp_path, model, monkeypatch):
-    """Weights kept in float still cannot load as a plain model: the input quantization would be lost."""
-    save_quantized_checkpoint(model, None, RECIPES["e2m3_e8m0_act_only"], mlp_names(range(6)), tmp_path / "q")
+@pytest.mark.parametrize("recipe_id", ["NVFP4_act", "e2m3_e8m0_act_only"])
+def test_plain_transformers_fails_loudly(tmp_path, model, monkeypatch, recipe_id):
+    """Without the registration (a process that never imported common.ptq) the guards make loading fail, also
+    for an activation-only recipe, whose weights are kept in float but whose input quantization would be lost."""
+    save_quantized_checkpoint(model, None, RECIPES[recipe_id], mlp_names(range(6)), tmp_path / "q")
     monkeypatch.delitem(auto.AUTO_QUANTIZER_MAPPING, QUANT_METHOD)
     monkeypatch.delitem(auto.AUTO_QUANTIZATION_CONFIG_MAPPING, QUANT_METHOD)
     with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
