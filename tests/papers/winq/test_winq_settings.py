@@ -34,7 +34,7 @@ def raw():
     return yaml.safe_load((ROOT / "config.yaml").read_text())[KEY]
 
 
-@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 40, 36), ("full", 40, 36)])
+@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 36, 36), ("full", 40, 36)])
 def test_every_profile_validates(raw, profile, cells, hessians):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
@@ -44,19 +44,21 @@ def test_every_profile_validates(raw, profile, cells, hessians):
 
 
 def test_the_runs_in_order(raw):
-    default = profile_config(raw, "default")
-    assert run_names(default) == [
+    assert run_names(profile_config(raw, "full")) == [
         *(f"w1-{m}" for m in METHODS), "w1.58-baseline", "w1.58-winq", *(f"w2-{m}" for m in METHODS),
         "w3-baseline", "w3-winq", "w4-baseline", "w4-winq", "w2a8-baseline", "w2a8-winq"]
+    assert run_names(profile_config(raw, "default")) == [  # the compared runs only
+        *(f"w1-{m}" for m in METHODS), "w1.58-baseline", *(f"w2-{m}" for m in METHODS), "w3-baseline", "w3-winq",
+        "w4-baseline"]
     assert run_names(profile_config(raw, "smoke")) == [f"w1-{m}" for m in METHODS]
 
 
 def test_seeds_of_compared_and_figure_runs(raw):
-    default = profile_config(raw, "default")
+    full = profile_config(raw, "full")
     for run in ("w1-noise", "w2-interpolation", "w1.58-baseline", "w3-winq", "w4-baseline"):
-        assert run_seeds(default, run) == [0, 1, 2], run
+        assert run_seeds(full, run) == [0, 1, 2], run
     for run in ("w1.58-winq", "w4-winq", "w2a8-baseline", "w2a8-winq"):
-        assert run_seeds(default, run) == [0], run
+        assert run_seeds(full, run) == [0], run
     smoke = profile_config(raw, "smoke")
     assert training_cells(smoke)[:3] == ["w1-baseline/seed0", "w1-baseline/seed1", "w1-winq/seed0"]
     assert hessian_cells(smoke) == [f"w1-{m}/seed{k}" for m in ("baseline", "interpolation", "noise") for k in (0, 1)]
@@ -68,25 +70,26 @@ def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
         "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-4,
-        "interpolation": {"every": 200, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
+        "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
         "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-4,
         "interpolation": None, "noise_sigma": 0.0, "hadamard": False}
-    assert run_settings(active, "w2a8-winq")["lr"] == 6.0e-4
-    assert run_settings(active, "w2a8-winq")["interpolation"] == {"every": 200, "strength": 0.8}  # a quarter
-    assert run_settings(active, "w3-winq")["interpolation"] == {"every": 400, "strength": 0.8}  # a half
+    full = profile_config(raw, "full")
+    assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-4
+    assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 160, "strength": 0.8}  # a quarter
+    assert run_settings(active, "w3-winq")["interpolation"] == {"every": 320, "strength": 0.8}  # a half
     assert run_settings(profile_config(raw, "smoke"), "w1-winq")["interpolation"] == {"every": 3, "strength": 0.8}
-    hadamard = profile_config({**raw, "study_settings": ["w2h"], "compared": {}}, "default")
+    hadamard = profile_config({**raw, "study_settings": ["w2h"], "compared": {}}, "full")
     assert run_settings(hadamard, "w2h-winq")["hadamard"] is True
 
 
 def test_interpolation_periods_are_whole_fractions_of_the_run(raw):
     active = profile_config(raw, "default")
-    assert [interpolation_every(active, g) for g in ("low_bit", "a8", "high_bit")] == [200, 200, 400]
+    assert [interpolation_every(active, g) for g in ("low_bit", "a8", "high_bit")] == [160, 160, 320]
     bad = {**raw, "interpolation": {**raw["interpolation"], "fraction": {**raw["interpolation"]["fraction"],
                                                                        "high_bit": 0.333}}}
-    with pytest.raises(ValueError, match=r"winq\.interpolation\.fraction\.high_bit 0\.333 x train\.max_steps 800 = "
-                                         r"266\.4 is not an integer >= 1"):
+    with pytest.raises(ValueError, match=r"winq\.interpolation\.fraction\.high_bit 0\.333 x train\.max_steps 640 = "
+                                         r"213\.12 is not an integer >= 1"):
         profile_config(bad, "default")
     with pytest.raises(ValueError, match=r"fraction\.low_bit 0\.25 x train\.max_steps 10 = 2\.5 is not an integer"):
         profile_config({**raw, "train": {**raw["train"], "max_steps": 10}}, "default")
@@ -108,11 +111,11 @@ def test_train_config_per_run(raw):
     assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 3.0e-4, 3)
     assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 2, 6, False)
     assert config.min_lr_ratio == 0.0
-    assert train_config(profile_config(raw, "default"), "w2a8-baseline").lr == 6.0e-4
+    assert train_config(profile_config(raw, "full"), "w2a8-baseline").lr == 6.0e-4
 
 
 def test_bad_run_names_are_named(raw):
-    active = profile_config(raw, "default")
+    active = profile_config(raw, "full")
     with pytest.raises(ValueError, match=r"run name 'w2winq' is not <setting>-<method>"):
         run_settings(active, "w2winq")
     with pytest.raises(ValueError, match=r"run 'w8-winq': 'w8' is not a study setting; valid: w1, w1\.58, w2"):
@@ -136,20 +139,20 @@ def test_a_wrong_key_is_named(raw):
 
 def test_bad_values_are_named(raw):
     with pytest.raises(ValueError, match=r"winq\.study_settings: unknown setting 'w5'; valid settings: w1, w1\.58"):
-        profile_config({**raw, "study_settings": ["w2", "w5"]}, "default")
+        profile_config({**raw, "study_settings": ["w2", "w5"]}, "full")
     with pytest.raises(ValueError, match=r"winq\.settings\.w5\.bits: unknown weight bit width '5'"):
         profile_config({**raw, "settings": {**raw["settings"], "w5": {"bits": 5, "activation_bits": None}}},
-                       "default")
+                       "full")
     with pytest.raises(ValueError, match=r"winq\.methods: unknown method 'sam'; valid methods: baseline, winq"):
-        profile_config({**raw, "methods": ["baseline", "sam"]}, "default")
+        profile_config({**raw, "methods": ["baseline", "sam"]}, "full")
     with pytest.raises(ValueError, match=r"winq\.compared\.w2: the claims compare every method with the baseline"):
-        profile_config({**raw, "compared": {**raw["compared"], "w2": ["winq"]}}, "default")
+        profile_config({**raw, "compared": {**raw["compared"], "w2": ["winq"]}}, "full")
     with pytest.raises(ValueError, match=r"winq\.figure_seeds \[5\] are not among the seeds \[0, 1, 2\]"):
-        profile_config({**raw, "figure_seeds": [5]}, "default")
+        profile_config({**raw, "figure_seeds": [5]}, "full")
     with pytest.raises(ValueError, match=r"winq: setting 'w2a8' has no baseline run"):
-        profile_config({**raw, "figure_methods": ["winq"]}, "default")
+        profile_config({**raw, "figure_methods": ["winq"]}, "full")
     with pytest.raises(ValueError, match=r"unknown training option 'max_stpes'"):
-        profile_config({**raw, "train": {**raw["train"], "max_stpes": 3}}, "default")
+        profile_config({**raw, "train": {**raw["train"], "max_stpes": 3}}, "full")
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
         active_profile(raw, "huge", KEY)
 
