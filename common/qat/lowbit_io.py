@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from common.io import atomic_path, read_json
 from common.models import METADATA_FILE, load_model
+from common.recipes import LowBitRecipe, recipe_to_dict
 from common.train import Hooks
 
 from .lowbit import LowBitHandle, attach_lowbit
@@ -44,13 +45,15 @@ __all__ = ["LOWBIT_RECORD_VERSION", "METADATA_FILE", "READABLE_RECORD_VERSIONS",
 
 def lowbit_record(handle: LowBitHandle, **method: Any) -> dict[str, Any]:
     """The checkpoint's ``qat`` record of ``handle``: :data:`RECORD_FIELDS` (``format_version`` =
-    :data:`LOWBIT_RECORD_VERSION`, the handle's bits, activation bits, Hadamard flag and layers), then the method's
-    settings ``method`` (JSON values; they may not redefine a record field)."""
-    clash = sorted(set(method) & set(RECORD_FIELDS))
+    :data:`LOWBIT_RECORD_VERSION`, the handle's bits, activation bits, Hadamard flag and layers), ``recipe`` (the
+    same numerics as the :class:`common.recipes.LowBitRecipe` record, :func:`common.recipes.recipe_to_dict`), then
+    the method's settings ``method`` (JSON values; they may not redefine a record field)."""
+    clash = sorted(set(method) & {*RECORD_FIELDS, "recipe"})
     if clash:
         raise ValueError(f"method setting {clash[0]!r} would overwrite a low-bit record field")
+    recipe = LowBitRecipe(handle.bits, handle.activation_bits, handle.hadamard)
     return {"format_version": LOWBIT_RECORD_VERSION, "bits": handle.bits, "activation_bits": handle.activation_bits,
-            "hadamard": handle.hadamard, "layers": list(handle.names), **method}
+            "hadamard": handle.hadamard, "layers": list(handle.names), "recipe": recipe_to_dict(recipe), **method}
 
 
 class LowBitAttachment(Attachment):

@@ -17,6 +17,7 @@ from common.qat.lowbit_io import (
     read_lowbit_record,
     save_lowbit_scales,
 )
+from common.recipes import LowBitRecipe, recipe_from_dict
 
 
 def test_scales_file_round_trip(tmp_path):
@@ -63,7 +64,12 @@ def test_lowbit_record_is_versioned_and_keeps_its_fields():
     handle = attach_lowbit(model, ["1"], 1.58, activation_bits=8)
     assert lowbit_record(handle, method="noise", noise_sigma=1e-3) == {
         "format_version": LOWBIT_RECORD_VERSION, "bits": 1.58, "activation_bits": 8, "hadamard": False,
-        "layers": ["1"], "method": "noise", "noise_sigma": 1e-3}
+        "layers": ["1"], "recipe": {"type": "lowbit", "bits": 1.58, "activation_bits": 8, "hadamard": False,
+                                    "name": None},
+        "method": "noise", "noise_sigma": 1e-3}
+    assert recipe_from_dict(lowbit_record(handle)["recipe"]) == LowBitRecipe(1.58, 8)
     assert LOWBIT_RECORD_VERSION == 1
     with pytest.raises(ValueError, match="method setting 'bits' would overwrite a low-bit record field"):
         lowbit_record(handle, bits=2)
+    with pytest.raises(ValueError, match="method setting 'recipe' would overwrite a low-bit record field"):
+        lowbit_record(handle, recipe="mine")

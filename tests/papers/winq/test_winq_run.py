@@ -81,7 +81,10 @@ def test_the_checkpoint_and_its_metadata(setup, runs, method):
     base, tokenizer = load_model(setup / "base")
     interpolates = method in ("winq", "interpolation")
     assert meta["qat"] == {"format_version": LOWBIT_RECORD_VERSION, "bits": 2, "activation_bits": None,
-                           "hadamard": False, "layers": lowbit_selection(base), "method": method,
+                           "hadamard": False, "layers": lowbit_selection(base),
+                           "recipe": {"type": "lowbit", "bits": 2, "activation_bits": None, "hadamard": False,
+                                      "name": None},
+                           "method": method,
                            "every": 2 if interpolates else None, "strength": 0.8 if interpolates else None,
                            "noise_sigma": SIGMA[method], "noise_seed": 5,
                            # N // K = 6 // 2: after optimizer steps 2, 4 and 6 counted from 1 (0-based 1, 3, 5)
