@@ -27,6 +27,7 @@ from common.io import atomic_path, write_json
 from common.observers import OBSERVER_NAMES
 from common.qat import TELEMETRY_FIELDS, BF16Warmup, W8A8Handle, attach_w8a8, saturation_summary, w8a8_selection
 from common.qat.run import Attachment, qat_run
+from common.recipes import DelayedScalingRecipe, recipe_to_dict
 from common.train import TrainConfig
 
 
@@ -62,18 +63,22 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
                   max_val: float = 15.0, history_unit: str = "call") -> dict[str, Any]:
     """Train one run (module docstring); ``observer=None`` is the unquantized baseline. Returns the metadata of
     :func:`common.qat.run.qat_run` (``qat``: observer, format, warmup_steps, max_val, observer_options,
-    history_unit, layers and the saturation summary)."""
+    history_unit, layers, the run's :class:`common.recipes.DelayedScalingRecipe` record (None for BF16) and the
+    saturation summary). ValueError for a bad setting, before anything is loaded."""
     if observer is not None and observer not in OBSERVER_NAMES:
         raise ValueError(f"unknown observer {observer!r}; valid: {', '.join(OBSERVER_NAMES)} (or None for BF16)")
     if not 0 <= warmup_steps <= config.max_steps:
         raise ValueError(f"warmup_steps must be in [0, max_steps={config.max_steps}], got {warmup_steps}")
     quantized = observer is not None
+    recipe = DelayedScalingRecipe(fmt, max_val, observer, tuple((observer_options or {}).items()),
+                                  history_unit) if quantized else None
 
     def attach(model: torch.nn.Module) -> W8A8Attachment:
         layers = w8a8_selection(model) if quantized else []
         record = {"observer": observer, "format": fmt if quantized else None, "warmup_steps": warmup_steps,
                   "max_val": max_val, "observer_options": dict(observer_options or {}),
-                  "history_unit": history_unit if quantized else None, "layers": layers}
+                  "history_unit": history_unit if quantized else None, "layers": layers,
+                  "recipe": None if recipe is None else recipe_to_dict(recipe)}
         if not quantized:
             return W8A8Attachment(record)
         handle = attach_w8a8(model, layers, fmt=fmt, observer=observer, observer_options=dict(observer_options or {}),

@@ -90,7 +90,9 @@ def test_a_qat_run_quantizes_every_call_from_the_warmup_step(setup, runs, unit):
 def test_the_record_holds_the_history_unit_and_the_accumulation(setup, runs, unit):
     meta, root = runs[unit]
     record = {"observer": "max_window", "format": "hif8", "warmup_steps": 2, "max_val": 15.0,
-              "observer_options": {"window": 3}, "history_unit": unit, "layers": meta["qat"]["layers"]}
+              "observer_options": {"window": 3}, "history_unit": unit, "layers": meta["qat"]["layers"],
+              "recipe": {"type": "delayed_scaling", "format": "hif8", "max_val": 15.0, "observer": "max_window",
+                         "observer_options": {"window": 3}, "history_unit": unit, "name": None}}
     assert read_json(root / "run" / "qat.json") == record
     assert meta["qat"] == {**record, "saturation": meta["qat"]["saturation"]}
     assert json.loads((root / "out" / "lowbit_metadata.json").read_text()) == meta
@@ -112,7 +114,8 @@ def test_bf16_baseline_has_empty_telemetry(setup, tmp_path):
     meta = maxwindow_run(setup / "base", setup / "train.jsonl", None, config(max_steps=2), tmp_path / "run",
                          tmp_path / "out", observer=None)
     assert meta["qat"] == {"observer": None, "format": None, "warmup_steps": 0, "max_val": 15.0,
-                           "observer_options": {}, "history_unit": None, "layers": [], "saturation": {}}
+                           "observer_options": {}, "history_unit": None, "layers": [], "recipe": None,
+                           "saturation": {}}
     assert (tmp_path / "run" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
     assert read_json(tmp_path / "run" / "saturation.json") == {}
 
