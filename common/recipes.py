@@ -37,6 +37,7 @@ from common.scaling import RULES, BlockScales, check_block_geometry, quantize_bl
 _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target")
 _RECIPE_FIELDS = ("name", "weights", "activations")
 HISTORY_UNITS = ("call", "step")  # what one amax history entry is: a forward/backward call or an optimizer step
+ROLES = ("input", "weight", "grad_output")  # the operands of a Linear's three GEMMs (forward, dgrad, wgrad)
 LOWBIT_BITS = (1, 1.58, 2, 3, 4)  # ParetoQ weight bit widths (1.58: ternary)
 ACTIVATION_BITS = (8,)  # ParetoQ's A8: int8 per token
 
@@ -189,6 +190,14 @@ def _check_keys(data: Mapping[str, Any], valid: tuple[str, ...], what: str) -> N
             raise ValueError(f"unknown {what} key {key!r}; valid keys: {', '.join(valid)}")
 
 
+def check_roles(roles: Any) -> tuple[str, ...]:
+    """``roles`` as a tuple in :data:`ROLES` order: a non-empty subset of :data:`ROLES` without repeats; ValueError
+    naming the value otherwise."""
+    if isinstance(roles, str) or not roles or len(set(roles)) != len(roles) or not set(roles) <= set(ROLES):
+        raise ValueError(f"roles must be a non-empty subset of {', '.join(ROLES)} without repeats, got {roles!r}")
+    return tuple(role for role in ROLES if role in roles)
+
+
 def _without_type(data: Mapping[str, Any], expected: str) -> dict[str, Any]:
     """``data`` without its ``"type"`` key; ValueError when that key names another recipe type."""
     if not isinstance(data, Mapping):
@@ -216,6 +225,8 @@ class DelayedScalingRecipe:
         ``(key, value)`` pairs (a mapping is accepted).
     history_unit: ``"call"`` (one history entry per forward or backward call, i.e. per micro-batch, as the authors'
         code) or ``"step"`` (the step's maximum, once per optimizer step).
+    roles: the operands quantized, a subset of :data:`ROLES` (default all three, the paper's W8A8 with 8-bit
+        gradients; ``("input", "weight")`` quantizes the forward only); the others stay in full precision.
     name: a label.
     """
 
@@ -224,6 +235,7 @@ class DelayedScalingRecipe:
     observer: str = "max_window"
     observer_options: tuple[tuple[str, Any], ...] = ()
     history_unit: str = "call"
+    roles: tuple[str, ...] = ROLES
     name: str | None = None
 
     def __post_init__(self) -> None:
@@ -237,10 +249,11 @@ class DelayedScalingRecipe:
         object.__setattr__(self, "observer_options", tuple(sorted(options.items())))
         if self.history_unit not in HISTORY_UNITS:
             raise ValueError(f"unknown history_unit {self.history_unit!r}; valid: {', '.join(HISTORY_UNITS)}")
+        object.__setattr__(self, "roles", check_roles(self.roles))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict (``observer_options`` as a dict)."""
-        return {**asdict(self), "observer_options": dict(self.observer_options)}
+        """Plain JSON-able dict (``observer_options`` as a dict, ``roles`` as a list)."""
+        return {**asdict(self), "observer_options": dict(self.observer_options), "roles": list(self.roles)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DelayedScalingRecipe:

@@ -95,12 +95,11 @@ from torch import nn
 from common.formats import Family, Format, get_format, mantissa_bits
 from common.io import atomic_path
 from common.observers import HIF8_MAX_VAL, Observer, delayed_scale, make_observer
-from common.recipes import HISTORY_UNITS, DelayedScalingRecipe
+from common.recipes import HISTORY_UNITS, ROLES, DelayedScalingRecipe, check_roles
 from common.select import DEFAULT_INCLUDE, linear_modules, select_linears
 
 from .scaled import float32, scaled_qdq
 
-ROLES = ("input", "weight", "grad_output")
 TELEMETRY_FIELDS = ("step", "layer", "role", "amax", "predicted_amax", "scale", "clipped_fraction",
                     "over_range_fraction", "overflow", "cold_start", "rel_error", "mantissa_bits_lost")
 PAPER_SKIP_PROPORTION = (3 / 26, 2 / 26)  # first 3 and last 2 of OpenPangu-Embedded-1B's 26 blocks stay BF16
@@ -337,25 +336,32 @@ class RoleQuantizer:
 
 
 class W8A8Layer:
-    """The three role quantizers of one Linear and its ``enabled`` switch; ``linear`` is its forward."""
+    """The role quantizers of one Linear (every role of :data:`ROLES`, or the subset ``roles``: the others pass
+    through unquantized) and its ``enabled`` switch; ``linear`` is its forward."""
 
     def __init__(self, name: str, fmt: str | Format = "hif8", observer: str = "max_window",
                  observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
-                 telemetry: Telemetry | None = None, history_unit: str = "call") -> None:
+                 telemetry: Telemetry | None = None, history_unit: str = "call",
+                 roles: Sequence[str] = ROLES) -> None:
         fmt = get_format(fmt)
         delayed_scale(1.0, max_val)  # validates max_val
         self.name, self.enabled = name, True
         self.history_unit = check_history_unit(history_unit)
         self.quantizers = {role: RoleQuantizer(name, role, fmt, make_observer(observer, **(observer_options or {})),
-                                               max_val, telemetry, history_unit) for role in ROLES}
+                                               max_val, telemetry, history_unit) for role in check_roles(roles)}
+
+    def quantize(self, role: str, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
+        """``Q_role(t)`` (:class:`RoleQuantizer`), or ``t`` itself for a role this layer does not quantize."""
+        quantizer = self.quantizers.get(role)
+        return t if quantizer is None else quantizer(t, observe=observe)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``F.linear`` when disabled; otherwise quantized (module docstring)."""
         if not self.enabled:
             return F.linear(x, weight, bias)
         if not torch.is_grad_enabled():
-            q = self.quantizers
-            return F.linear(q["input"](x, observe=False), q["weight"](weight, observe=False), bias)
+            return F.linear(self.quantize("input", x, observe=False), self.quantize("weight", weight, observe=False),
+                            bias)
         return W8A8LinearFunction.apply(x, weight, bias, self)
 
     def end_step(self) -> None:
@@ -376,8 +382,8 @@ class W8A8LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 layer: W8A8Layer) -> torch.Tensor:
-        qx = layer.quantizers["input"](x)
-        qw = layer.quantizers["weight"](weight)
+        qx = layer.quantize("input", x)
+        qw = layer.quantize("weight", weight)
         ctx.save_for_backward(qx, qw)
         ctx.layer = layer
         ctx.bias_dtype = None if bias is None else bias.dtype
@@ -389,7 +395,7 @@ class W8A8LinearFunction(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dx = dw = db = None
         if need_x or need_w:
-            qg = ctx.layer.quantizers["grad_output"](grad).to(qw.dtype)
+            qg = ctx.layer.quantize("grad_output", grad).to(qw.dtype)
             if need_x:
                 dx = (qg @ qw).to(qx.dtype)
             if need_w:
@@ -505,23 +511,24 @@ class W8A8Handle:
 
 def attach_w8a8(model: nn.Module, names: Sequence[str], fmt: str | Format = "hif8", observer: str = "max_window",
                 observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
-                history_unit: str = "call") -> W8A8Handle:
+                history_unit: str = "call", roles: Sequence[str] = ROLES) -> W8A8Handle:
     """Make the Linear modules ``names`` of ``model`` compute :class:`W8A8LinearFunction` (module docstring), with
-    one history entry per call or per optimizer step (``history_unit``, module docstring).
+    one history entry per call or per optimizer step (``history_unit``, module docstring), quantizing the operands
+    ``roles`` (default all of :data:`ROLES`; the others pass through in full precision).
 
     Each module's ``forward`` is overridden on the instance (no wrapper module, no new parameters: parameter
     names, ``state_dict`` keys and optimizer state are unchanged); the layers start enabled with empty observers.
-    ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option or history unit, a bad
-    ``max_val``, or a module whose forward is already overridden.
+    ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option, history unit or role,
+    a bad ``max_val``, or a module whose forward is already overridden.
     """
     DelayedScalingRecipe(fmt if isinstance(fmt, str) else fmt.name, max_val, observer,  # the one validator
-                         tuple((observer_options or {}).items()), history_unit)
+                         tuple((observer_options or {}).items()), history_unit, tuple(roles))
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if "forward" in module.__dict__:
             raise ValueError(f"module {name!r} already has an instance forward (W8A8 attached twice?)")
     telemetry = Telemetry()
-    layers = {name: W8A8Layer(name, fmt, observer, observer_options, max_val, telemetry, history_unit)
+    layers = {name: W8A8Layer(name, fmt, observer, observer_options, max_val, telemetry, history_unit, roles)
               for name in modules}
     for name, module in modules.items():
         module.forward = functools.partial(_quantized_forward, module, layers[name])

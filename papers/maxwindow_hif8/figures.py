@@ -15,6 +15,7 @@ import pandas as pd
 import seaborn as sns
 
 from common.analysis.observer_study import TRACE_OPTIONS
+from common.recipes import ROLES
 from common.report.figures import check_figures, lookup_caption, set_report_theme
 
 from .settings import FIGURES
@@ -41,7 +42,6 @@ CAPTIONS = {
                       f"where the trace rises above the prediction. Equal spikes recur every {SPIKE_PERIOD} steps "
                       "(top), a non-monotone oscillation (middle) and a slow monotone drift (bottom).",
 }
-ROLES = ("input", "weight", "grad_output")
 
 
 def caption(figure_id: str) -> str:

@@ -44,7 +44,7 @@ def test_nvfp4_4over6_is_more_accurate_than_nvfp4():
 def test_registry_covers_every_path():
     assert RECIPES["NVFP4"] == QuantRecipe(SPECS["NVFP4"], None, "W:NVFP4")
     assert RECIPES["HIF8_W8A8"] == DelayedScalingRecipe("hif8", 15.0, "max_window", (("window", 64),), "call",
-                                                        "HIF8_W8A8")
+                                                        ("input", "weight", "grad_output"), "HIF8_W8A8")
     assert RECIPES["PARETOQ_W2"] == LowBitRecipe(2, None, False, "PARETOQ_W2")
     assert RECIPES["PARETOQ_W1.58"].bits == 1.58
     assert RECIPES["PARETOQ_W2A8"].activation_bits == 8
@@ -72,6 +72,9 @@ def test_a_record_without_a_type_is_a_block_recipe():
     (lambda: DelayedScalingRecipe(observer_options={"alpha": 0.1}), r"unknown option 'alpha' for observer "
                                                                      r"'max_window'; valid options: window"),
     (lambda: DelayedScalingRecipe(history_unit="batch"), r"unknown history_unit 'batch'; valid: call, step"),
+    (lambda: DelayedScalingRecipe(roles=("input", "input")), r"roles must be a non-empty subset of input, weight, "
+                                                             r"grad_output without repeats, got \('input', 'input'\)"),
+    (lambda: DelayedScalingRecipe(roles="input"), r"roles must be a non-empty subset .*got 'input'"),
     (lambda: LowBitRecipe(5), r"unknown weight bit width 5; valid: 1, 1.58, 2, 3, 4"),
     (lambda: LowBitRecipe(True), r"unknown weight bit width True"),
     (lambda: LowBitRecipe(2, activation_bits=4), r"unknown activation bit width 4; valid: None \(A16\), 8"),
@@ -91,6 +94,13 @@ def test_observer_options_are_stored_sorted_and_hashable():
     assert recipe.observer_options == (("alpha", 0.25),)
     assert recipe.to_dict()["observer_options"] == {"alpha": 0.25}
     assert hash(recipe) == hash(DelayedScalingRecipe.from_dict(recipe.to_dict()))
+
+
+def test_roles_are_stored_in_gemm_order():
+    recipe = DelayedScalingRecipe(roles=["weight", "input"])
+    assert recipe.roles == ("input", "weight")
+    assert recipe.to_dict()["roles"] == ["input", "weight"]
+    assert DelayedScalingRecipe.from_dict(recipe.to_dict()) == recipe
 
 
 def test_learned_scales_spec_is_a_block_recipe_too():

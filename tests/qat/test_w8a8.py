@@ -66,6 +66,30 @@ def test_forward_and_backward_are_exactly_the_quantized_products():
     assert not torch.equal(w.grad, G.T @ QX)
 
 
+
+@pytest.mark.parametrize("roles", [("input", "weight"), ("grad_output",), ("weight",)])
+def test_a_role_subset_quantizes_exactly_those_operands(roles):
+    """The roles left out pass through unquantized: every product uses Q_r for the roles given, the raw tensor
+    for the others (forward-only W8A8 with ("input", "weight"), gradients only with ("grad_output",))."""
+    layer = W8A8Layer("fc", roles=roles)
+    assert tuple(layer.quantizers) == roles
+    operands = (("input", X, QX), ("weight", W, QW), ("grad_output", G, QG))
+    qx, qw, qg = (quantized if role in roles else raw for role, raw, quantized in operands)
+    x, w = X.clone().requires_grad_(), W.clone().requires_grad_()
+    y = w8a8_linear(x, w, B, layer)
+    assert torch.equal(y, qx @ qw.T + B)
+    y.backward(G)
+    assert torch.equal(x.grad, qg @ qw)
+    assert torch.equal(w.grad, qg.T @ qx)
+
+
+def test_bad_roles_are_named():
+    with pytest.raises(ValueError, match=r"roles must be a non-empty subset of input, weight, grad_output without "
+                                         r"repeats, got \('gradient',\)"):
+        attach_w8a8(nn.Sequential(nn.Linear(3, 2)), ["0"], roles=("gradient",))
+    with pytest.raises(ValueError, match=r"got \(\)"):
+        W8A8Layer("fc", roles=())
+
 def hand_model():
     model = nn.Sequential(nn.Linear(3, 2))
     with torch.no_grad():
