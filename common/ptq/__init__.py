@@ -28,9 +28,9 @@ from .checkpoint import (
     save_quantized_checkpoint,
     size_report,
 )
-from .hf import register as _register_with_transformers
+from .register import register_when_imported
 
-_register_with_transformers()
+register_when_imported()
 
 __all__ = [
     "DEFAULT_INCLUDE",

@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.quantizers import HfQuantizer
-from transformers.quantizers.auto import (
+from transformers.quantizers.auto import (  # imported only once transformers imports it (common.ptq.register)
     AUTO_QUANTIZATION_CONFIG_MAPPING,
     AUTO_QUANTIZER_MAPPING,
     register_quantization_config,
     register_quantizer,
 )
+from transformers.quantizers.base import HfQuantizer
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from common.recipes import QuantRecipe
@@ -140,7 +140,8 @@ def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
 
 
 def register() -> None:
-    """Register ``"lowbit-lab"`` with transformers' quantizer registry (once; importing :mod:`common.ptq` does it)."""
+    """Register ``"lowbit-lab"`` with transformers' quantizer registry (once; :mod:`common.ptq` arranges it for when
+    transformers loads its quantizer registry, :func:`common.ptq.register_when_imported`)."""
     if QUANT_METHOD not in AUTO_QUANTIZATION_CONFIG_MAPPING:
         register_quantization_config(QUANT_METHOD)(LowbitLabConfig)
     if QUANT_METHOD not in AUTO_QUANTIZER_MAPPING:

@@ -105,3 +105,19 @@ def test_rebuild_weight_names_a_missing_tensor():
     meta = {"stored_quantized": True, "format_version": 3}
     with pytest.raises(ValueError, match=r"quantized module 'mlp.up' has no stored 'qscales' tensor"):
         rebuild_weight(meta, "mlp.up", {"qcodes": torch.zeros(1, dtype=torch.uint8)}, RECIPES["MXFP4"])
+
+
+def test_registration_waits_for_transformers_registry(tmp_path, model):
+    """In a fresh process, importing common.ptq leaves transformers' quantizer registry (about 4 s of imports)
+    unloaded; loading a model loads it, and the method is registered by then."""
+    import subprocess
+    import sys
+
+    save_quantized_checkpoint(model, None, RECIPES["MXFP4"], mlp_names(range(6)), tmp_path / "q")
+    script = ("import sys, common.ptq, transformers\n"
+              "print('auto' in ''.join(m for m in sys.modules if m == 'transformers.quantizers.auto'))\n"
+              f"m = transformers.AutoModelForCausalLM.from_pretrained({str(tmp_path / 'q')!r})\n"
+              "print(type(m.hf_quantizer).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "LowbitLabHfQuantizer"]
