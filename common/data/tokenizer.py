@@ -17,6 +17,9 @@ from common.io import atomic_dir
 
 from .documents import Document
 
+# the files of a saved Hugging Face tokenizer (any of them may be absent): what a checkpoint copies along
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json")
+
 if TYPE_CHECKING:
     import torch
 

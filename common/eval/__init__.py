@@ -12,7 +12,7 @@ Corpus splits and their token streams come from ``common.data``:
 from .cli import evaluate_checkpoint
 from .compare import accuracy_standard_error, metric_entry, relative_drop
 from .fake_quant import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
-from .lm_eval_adapter import run_lm_eval
+from .lm_eval_adapter import run_lm_eval, write_task_yaml
 from .perplexity import perplexity, window_spans
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
 from .scores import ACCURACY, AccuracyFields, example_correct, score_mismatches, window_columns
@@ -48,4 +48,5 @@ __all__ = [
     "window_spans",
     "write_evaluation",
     "write_task",
+    "write_task_yaml",
 ]

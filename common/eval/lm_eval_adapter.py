@@ -14,7 +14,9 @@ Command line (:func:`common.eval.cli.main`):
 lm-eval's standard tasks read their datasets from the Hugging Face hub, so they need a network or a warm HF cache;
 offline (``HF_DATASETS_OFFLINE=1``) without the cache the command prints one line naming the task and its dataset,
 exits with status 3 (:data:`NO_DATA_STATUS`) and writes nothing. Local YAML tasks (``dataset_path: json`` on a local
-file, found through ``--include-path``) run offline.
+file, found through ``--include-path``) run offline; :func:`write_task_yaml` writes one for each of our JSONL task
+kinds (:func:`common.eval.build_cloze_task`, :func:`common.eval.build_choice_task`, or documents for a rolling
+perplexity).
 
 How lm-eval's numbers relate to ours (the tests check both):
 
@@ -35,6 +37,8 @@ import os
 from typing import Any
 
 import torch
+
+from common.io import write_text
 
 NO_DATA_STATUS = 3  # the exit status of the command when a task's dataset is out of reach (offline, no HF cache)
 
@@ -71,6 +75,40 @@ def load_scored_model(model_dir: str | os.PathLike[str], quantization: Any | Non
             apply_quantization(model, quantization, select_linears(model))
             record = quantization.to_dict()
     return model.to(device).eval(), record
+
+
+TASK_KINDS: dict[str, dict[str, Any]] = {
+    # our cloze examples {"context", "target"}: the target's log-likelihood given the context, like LAMBADA
+    "cloze": {"output_type": "loglikelihood", "doc_to_text": "context", "doc_to_target": "target",
+              "metric_list": [{"metric": "perplexity", "aggregation": "perplexity", "higher_is_better": False},
+                              {"metric": "acc", "aggregation": "mean", "higher_is_better": True}]},
+    # our choice examples {"context", "choices", "gold"}: the most likely continuation, like HellaSwag
+    "choice": {"output_type": "multiple_choice", "doc_to_text": "context", "doc_to_choice": "choices",
+               "doc_to_target": "gold",
+               "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+                               {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}]},
+    # documents {"text"}: each one's rolling log-likelihood, like WikiText
+    "rolling": {"output_type": "loglikelihood_rolling", "doc_to_text": "", "doc_to_target": "text",
+                "metric_list": [{"metric": "word_perplexity"}, {"metric": "byte_perplexity"},
+                                {"metric": "bits_per_byte"}]},
+}
+
+
+def write_task_yaml(path: str | os.PathLike[str], name: str, kind: str, data_file: str | os.PathLike[str],
+                    cache_dir: str | os.PathLike[str] | None = None) -> None:
+    """Atomically write an lm-eval task YAML named ``name`` that reads the local JSONL ``data_file`` (``dataset_path:
+    json``, split "test") as one of :data:`TASK_KINDS`; put it in a folder given as ``include_path``. ``cache_dir``:
+    where ``datasets`` caches the parsed file (default: the HF cache). ValueError naming an unknown ``kind``."""
+    if kind not in TASK_KINDS:
+        raise ValueError(f"kind must be one of {sorted(TASK_KINDS)}, got {kind!r}")
+    import yaml
+
+    dataset_kwargs: dict[str, Any] = {"data_files": {"test": str(data_file)}}
+    if cache_dir is not None:
+        dataset_kwargs["cache_dir"] = str(cache_dir)
+    task = {"task": name, "dataset_path": "json", "dataset_kwargs": dataset_kwargs, "test_split": "test",
+            **TASK_KINDS[kind]}
+    write_text(path, yaml.safe_dump(task, sort_keys=False))
 
 
 def prepare_tasks(tasks: list[str], include_path: str | os.PathLike[str] | None = None,

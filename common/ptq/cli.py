@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import transformers
 
+from common.data.tokenizer import TOKENIZER_FILES
 from common.io import write_json
 from common.qat.lowbit import INT8_PER_TOKEN, lowbit_codes
 from common.qat.lowbit_io import load_lowbit_model, read_lowbit_record
@@ -53,7 +54,6 @@ from common.select import DEFAULT_INCLUDE, select_linears
 from .checkpoint import checkpoint_size_bytes, save_quantized_checkpoint, size_report
 from .export import FORMATS, export_compressed_tensors
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 LEARNED = "learned"
 SELECTION_FLAGS = {"include": "--include", "exclude": "--exclude", "skip_first": "--skip-first",
                    "skip_last": "--skip-last", "skip_proportion": "--skip-proportion", "activations": "--activations"}

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from common.data.tokenizer import TOKENIZER_FILES
 from common.formats import decode
 from common.io import atomic_dir, read_json
 from common.recipes import QuantRecipe, QuantSpec
@@ -48,8 +49,7 @@ from common.recipes import QuantRecipe, QuantSpec
 from .checkpoint import WEIGHTS_FILE, read_quantization_config, stored_codes_per_byte
 
 FORMATS = ("compressed-tensors",)
-COPIED_FILES = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model",
-                "special_tokens_map.json")
+COPIED_FILES = ("generation_config.json", *TOKENIZER_FILES)
 
 
 def compressed_tensors_format(spec: QuantSpec) -> str:

@@ -20,65 +20,9 @@ from common.eval import (
     write_task,
 )
 from common.eval.cli import main
-from common.eval.lm_eval_adapter import NO_DATA_STATUS, load_scored_model
+from common.eval.lm_eval_adapter import NO_DATA_STATUS, load_scored_model, write_task_yaml
 from common.eval.zeroshot import loglikelihoods
 from common.ptq import QuantRecipe, save_quantized_checkpoint, select_linears
-
-CLOZE_YAML = """task: lowbit_cloze
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {path}
-  cache_dir: {cache}
-output_type: loglikelihood
-test_split: test
-doc_to_text: context
-doc_to_target: target
-metric_list:
-  - metric: perplexity
-    aggregation: perplexity
-    higher_is_better: false
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-"""
-
-CHOICE_YAML = """task: lowbit_choice
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {path}
-  cache_dir: {cache}
-output_type: multiple_choice
-test_split: test
-doc_to_text: context
-doc_to_choice: choices
-doc_to_target: gold
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-  - metric: acc_norm
-    aggregation: mean
-    higher_is_better: true
-"""
-
-
-ROLLING_YAML = """task: lowbit_rolling
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {path}
-  cache_dir: {cache}
-output_type: loglikelihood_rolling
-test_split: test
-doc_to_text: ""
-doc_to_target: text
-metric_list:
-  - metric: word_perplexity
-  - metric: byte_perplexity
-  - metric: bits_per_byte
-"""
 
 
 @pytest.fixture
@@ -87,8 +31,8 @@ def local_tasks(tmp_path, docs):
     cloze, choice = build_cloze_task(docs, 8, seed=0, context_words=20), build_choice_task(docs, 8, seed=0)
     write_task(tmp_path / "cloze.jsonl", cloze)
     write_task(tmp_path / "choice.jsonl", choice)
-    (tmp_path / "cloze.yaml").write_text(CLOZE_YAML.format(path=tmp_path / "cloze.jsonl", cache=tmp_path / "hf"))
-    (tmp_path / "choice.yaml").write_text(CHOICE_YAML.format(path=tmp_path / "choice.jsonl", cache=tmp_path / "hf"))
+    write_task_yaml(tmp_path / "cloze.yaml", "lowbit_cloze", "cloze", tmp_path / "cloze.jsonl", tmp_path / "hf")
+    write_task_yaml(tmp_path / "choice.yaml", "lowbit_choice", "choice", tmp_path / "choice.jsonl", tmp_path / "hf")
     return tmp_path, cloze, choice
 
 
@@ -140,7 +84,7 @@ def test_rolling_perplexity_is_ours_at_window_max_length_plus_one(tmp_path, mode
     text = tokenizer.decode(ids)
     assert tokenizer(text, add_special_tokens=False)["input_ids"] == ids
     write_jsonl(tmp_path / "text.jsonl", [Document("doc", text)])
-    (tmp_path / "rolling.yaml").write_text(ROLLING_YAML.format(path=tmp_path / "text.jsonl", cache=tmp_path / "hf"))
+    write_task_yaml(tmp_path / "rolling.yaml", "lowbit_rolling", "rolling", tmp_path / "text.jsonl", tmp_path / "hf")
     results = run_lm_eval(model, tokenizer, ["lowbit_rolling"], include_path=tmp_path, max_length=max_length,
                           include_defaults=False, bootstrap_iters=0, log_samples=True)
     (sample,) = results["samples"]["lowbit_rolling"]
@@ -195,6 +139,9 @@ def test_bad_arguments_name_the_value(tmp_path, saved, model, tokenizer, quantiz
         run_lm_eval(model, tokenizer, ["no_such_task"], include_path=tmp_path, include_defaults=False)
     with pytest.raises(ValueError, match=r"--quantization given for .*nvfp4', which is already a quantized"):
         load_scored_model(quantized_checkpoint, QuantRecipe.from_name("MXFP4"))
+    with pytest.raises(ValueError, match=r"kind must be one of \['choice', 'cloze', 'rolling'\], got 'mcq'"):
+        write_task_yaml(tmp_path / "t.yaml", "t", "mcq", tmp_path / "t.jsonl")
+    assert not (tmp_path / "t.yaml").exists()
     assert main(["lm-eval", "--model", str(tmp_path / "nowhere"), "--tasks", "t", "--out", str(tmp_path / "o")]) == 2
 
 

@@ -6,24 +6,9 @@ import json
 
 import pytest
 
+from common.eval.lm_eval_adapter import write_task_yaml
+
 pytestmark = pytest.mark.slow
-
-TASK_YAML = """task: smoke_choice
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {path}
-output_type: multiple_choice
-test_split: test
-doc_to_text: context
-doc_to_choice: choices
-doc_to_target: gold
-metric_list:
-  - metric: acc
-    aggregation: mean
-    higher_is_better: true
-"""
-
 
 def lm_eval_config(folder, tasks, include_path=None):
     """A config file that replaces the profile's `lm_eval` block (a nested --config value would stay a string)."""
@@ -37,7 +22,8 @@ def lm_eval_config(folder, tasks, include_path=None):
 def test_local_task_on_the_base_and_quantized_smoke_models(smoke_build, run_snakemake, tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    (tasks / "smoke_choice.yaml").write_text(TASK_YAML.format(path=smoke_build / "results/tasks/sotu/choice.jsonl"))
+    choice = smoke_build / "results/tasks/sotu/choice.jsonl"
+    write_task_yaml(tasks / "smoke_choice.yaml", "smoke_choice", "choice", choice)
     targets = ["results/lm_eval/base/smoke.json", "results/lm_eval/quantized/mxfp4_mlp/base/smoke.json"]
     run = run_snakemake(smoke_build, *targets, "--configfile", lm_eval_config(tmp_path, ["smoke_choice"], tasks))
     assert run.returncode == 0, run.stderr[-3000:]
