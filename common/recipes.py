@@ -34,7 +34,8 @@ from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
 from common.registry import lookup
 from common.scaling import RULES, BlockScales, check_block_geometry, quantize_blocks
 
-_SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target")
+_SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target",
+                "axis")
 _RECIPE_FIELDS = ("name", "weights", "activations")
 HISTORY_UNITS = ("call", "step")  # what one amax history entry is: a forward/backward call or an optimizer step
 ROLES = ("input", "weight", "grad_output")  # the operands of a Linear's three GEMMs (forward, dgrad, wgrad)
@@ -45,18 +46,21 @@ ACTIVATION_BITS = (8,)  # ParetoQ's A8: int8 per token
 @dataclass(frozen=True)
 class QuantSpec:
     """One block quantization: ``quantize_blocks(x, elem, scale, block_size, rule, prevent_zero=...,
-    global_scale=..., global_target=..., axis=-1, **rule_options)``.
+    global_scale=..., global_target=..., axis=axis, **rule_options)``.
 
-    ``elem``/``scale``: registered format names (:data:`common.formats.FORMATS`); ``block_size``: elements per
-    block along the last axis, ``"row"`` for one block spanning the whole last axis (per output channel of a
-    weight, per token of an activation), None for one scale per tensor; ``rule``: a name from
-    :data:`common.scaling.RULES`, or None when the scales are learned (QAT) rather than selected from the data (see
-    the module docstring; then ``prevent_zero``, ``global_scale`` and ``rule_options`` must keep their defaults,
-    which only a rule would use); ``global_scale``: None, ``"tensor"`` or ``"row"`` (two-level scaling; for
-    activations ``"row"`` is per token); ``rule_options``: extra keyword arguments of the rule (e.g.
+    ``elem``/``scale``: registered format names (:data:`common.formats.FORMATS`); ``block_size``: elements per block
+    along ``axis``, ``"row"`` for one block spanning the whole of ``axis`` (with the default axis: per output
+    channel of a weight, per token of an activation), None for one scale per tensor; ``axis``: the axis the blocks
+    run along, -1 by default (a Linear weight's ``in_features`` and an activation's hidden axis: the reduction axis
+    of the forward GEMM, as MX and NVFP4 define it; 0 blocks a weight along ``out_features``, as the transposed
+    weight of a backward GEMM needs; quantized checkpoints store weights blocked along -1 only); ``rule``: a name
+    from :data:`common.scaling.RULES`, or None when the scales are learned (QAT) rather than selected from the data
+    (see the module docstring; then ``prevent_zero``, ``global_scale`` and ``rule_options`` must keep their
+    defaults, which only a rule would use); ``global_scale``: None, ``"tensor"`` or ``"row"`` (two-level scaling;
+    for activations ``"row"`` is per token); ``rule_options``: extra keyword arguments of the rule (e.g.
     ``{"criterion": "mae"}`` for four_over_six), stored as sorted ``(key, value)`` pairs so that the spec stays
-    hashable (a mapping is accepted and converted); ``global_target``: the divisor of the global scale
-    ``g = amax / global_target`` (None: the rule's default, see :mod:`common.scaling.blocks`).
+    hashable (a mapping is accepted and converted); ``global_target``: the divisor of the global scale ``g = amax /
+    global_target`` (None: the rule's default, see :mod:`common.scaling.blocks`).
     """
 
     elem: str
@@ -67,8 +71,11 @@ class QuantSpec:
     global_scale: str | None = None
     rule_options: tuple[tuple[str, Any], ...] = ()
     global_target: float | None = None
+    axis: int = -1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.axis, int) or isinstance(self.axis, bool):
+            raise ValueError(f"axis must be an integer (the axis the blocks run along), got {self.axis!r}")
         lookup(FORMATS, self.elem, "format")  # names only (JSON-able); a Format object is refused
         lookup(FORMATS, self.scale, "format")
         rule = None if self.rule is None else lookup(RULES, self.rule, "scale rule")
@@ -94,15 +101,15 @@ class QuantSpec:
 
     def quantize(self, x: torch.Tensor, *, return_scales: bool = False) -> torch.Tensor | tuple[torch.Tensor,
                                                                                                    BlockScales]:
-        """Quantize-dequantize ``x`` along its last axis (see :func:`common.scaling.quantize_blocks`); ValueError for
-        a spec of learned scales (``rule=None``), which has no rule to choose scales from ``x``."""
+        """Quantize-dequantize ``x`` in blocks along ``axis`` (see :func:`common.scaling.quantize_blocks`); ValueError
+        for a spec of learned scales (``rule=None``), which has no rule to choose scales from ``x``."""
         if self.rule is None:
             raise ValueError(f"QuantSpec({self.elem!r}, {self.scale!r}, block_size={self.block_size!r}, rule=None): "
                              "the scales are learned (QAT), not selected from data, so this spec cannot quantize a "
                              "tensor; store the learned codes and scales instead "
                              "(save_quantized_checkpoint(..., weight_scales=...))")
         return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
-                               global_scale=self.global_scale, global_target=self.global_target, axis=-1,
+                               global_scale=self.global_scale, global_target=self.global_target, axis=self.axis,
                                return_scales=return_scales,
                                **dict(self.rule_options))
 
@@ -111,7 +118,7 @@ class QuantSpec:
         None for learned scales)."""
         return {"elem": self.elem, "scale": self.scale, "block_size": self.block_size, "rule": self.rule,
                 "prevent_zero": self.prevent_zero, "global_scale": self.global_scale,
-                "rule_options": dict(self.rule_options), "global_target": self.global_target}
+                "rule_options": dict(self.rule_options), "global_target": self.global_target, "axis": self.axis}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QuantSpec:

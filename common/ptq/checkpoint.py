@@ -175,7 +175,8 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     already hold the quantized values: the rebuild ``(elements * block) * global_`` is checked ``torch.equal``
     against the weight itself (its float32 copy).
 
-    ValueError for unknown modules, element formats without codes (> 8 bits), a tied selected weight, or a weight
+    ValueError for unknown modules, element formats without codes (> 8 bits), a weight spec blocked along another
+    axis than -1, a tied selected weight, or a weight
     whose rebuild would not be exact (e.g. a NaN in a format without a NaN code, or scales that do not rebuild the
     weight); with ``weight_scales``: without a weight spec, a missing or extra name, or scales of the wrong shape;
     without them: a weight spec of learned scales (``rule=None``).
@@ -188,6 +189,9 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     if spec is not None and get_format(spec.elem).bits > 8:
         raise ValueError(f"element format {spec.elem!r} has {get_format(spec.elem).bits} bits: only formats of "
                          "8 bits or fewer can be stored as codes")
+    if spec is not None and spec.axis != -1:
+        raise ValueError(f"weights blocked along axis {spec.axis}: a quantized checkpoint stores weights blocked along "
+                         "in_features (axis -1), the layout its codes are packed and rebuilt in")
     _check_weight_scales(weight_scales, spec, list(modules))
     tensors, tied = _deduplicated_state(model)
     weights_info = {}

@@ -55,15 +55,15 @@ COPIED_FILES = ("generation_config.json", *TOKENIZER_FILES)
 def compressed_tensors_format(spec: QuantSpec) -> str:
     """``"nvfp4-pack-quantized"`` or ``"mxfp4-pack-quantized"`` for a weight spec that has one (module docstring);
     ValueError naming what does not fit otherwise."""
-    nvfp4 = (spec.elem, spec.scale, spec.block_size) == ("e2m1", "ue4m3", 16) and spec.global_scale in (None, "tensor")
-    mxfp4 = (spec.elem, spec.scale, spec.block_size, spec.global_scale) == ("e2m1", "e8m0", 32, None)
-    if nvfp4:
+    geometry = (spec.elem, spec.scale, spec.block_size, spec.axis)  # compressed-tensors blocks along in_features
+    if geometry == ("e2m1", "ue4m3", 16, -1) and spec.global_scale in (None, "tensor"):
         return "nvfp4-pack-quantized"
-    if mxfp4:
+    if geometry == ("e2m1", "e8m0", 32, -1) and spec.global_scale is None:
         return "mxfp4-pack-quantized"
-    raise ValueError(f"weights {spec.elem}/{spec.scale} block {spec.block_size!r} global {spec.global_scale!r} have "
-                     "no compressed-tensors format (NVFP4: e2m1/ue4m3 block 16, global per tensor or none; MXFP4: "
-                     "e2m1/e8m0 block 32, no global); keep the lowbit-lab checkpoint")
+    raise ValueError(f"weights {spec.elem}/{spec.scale} block {spec.block_size!r} global {spec.global_scale!r} axis "
+                     f"{spec.axis} have no compressed-tensors format (NVFP4: e2m1/ue4m3 block 16 along axis -1, "
+                     "global per tensor or none; MXFP4: e2m1/e8m0 block 32 along axis -1, no global); keep the "
+                     "lowbit-lab checkpoint")
 
 
 def compressed_tensors_config(fmt: str, modules: list[str]) -> dict[str, Any]:

@@ -39,6 +39,18 @@ def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
     assert torch.equal(spec.quantize(x), expected)
 
 
+def test_spec_axis_blocks_along_that_axis():
+    """axis=0 of a [out, in] weight is the last-axis quantization of its transpose, transposed back (the layout a
+    backward GEMM's transposed weight needs); the axis is part of the record, and an old record without one is -1."""
+    w = torch.randn(48, 20, generator=torch.Generator().manual_seed(1))
+    for spec in (QuantSpec("e2m1", "ue4m3", 16, global_scale="tensor"), QuantSpec("int4", "fp32", "row")):
+        along_out = QuantSpec.from_dict({**spec.to_dict(), "axis": 0})
+        assert torch.equal(along_out.quantize(w), spec.quantize(w.T.contiguous()).T)
+        assert not torch.equal(along_out.quantize(w), spec.quantize(w))
+        assert QuantSpec.from_dict(json.loads(json.dumps(along_out.to_dict()))) == along_out
+    assert QuantSpec.from_dict({"elem": "e2m1", "scale": "ue4m3"}).axis == -1
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: QuantSpec("e9m9", "ue4m3"), "unknown format 'e9m9'; valid formats: e4m3"),
     (lambda: QuantSpec("e2m1", "ue9m3"), "unknown format 'ue9m3'"),
@@ -59,6 +71,8 @@ def test_spec_quantize_is_quantize_blocks_along_the_last_axis():
      r"rule_options=\{'criterion': 'mae'\} needs a scale rule"),
     (lambda: QuantRecipe(None, QuantSpec("int8", "fp32", "row", None)),
      r"activations are quantized .* spec needs a scale rule, got rule=None"),
+    (lambda: QuantSpec("e2m1", "ue4m3", axis=True), "axis must be an integer .*got True"),
+    (lambda: QuantSpec("e2m1", "ue4m3", axis="0"), "axis must be an integer .*got '0'"),
     (lambda: QuantRecipe(None, None), "needs weights, activations or both"),
     (lambda: QuantRecipe("NVFP4"), "weights must be a QuantSpec or None, got 'NVFP4'"),
     (lambda: QuantRecipe.from_name("NVFP9"), "unknown block spec 'NVFP9'; valid block specs: MXFP4"),

@@ -298,6 +298,8 @@ def test_save_leaves_the_model_untouched(tmp_path, model):
 @pytest.mark.parametrize(("recipe", "names", "message"), [
     (QuantRecipe(QuantSpec("bf16", "e8m0", 32)), ["lm_head"], "element format 'bf16' has 16 bits"),
     (QuantRecipe.from_name("NVFP4"), ["model.norm"], "'model.norm' is not an nn.Linear"),
+    (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, axis=0)), ["lm_head"],
+     r"weights blocked along axis 0: a quantized checkpoint stores weights blocked along in_features \(axis -1\)"),
 ])
 def test_bad_saves_raise_before_writing(tmp_path, model, recipe, names, message):
     with pytest.raises(ValueError, match=message):

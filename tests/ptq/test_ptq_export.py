@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from common.ptq import QuantRecipe, QuantSpec, load_quantized_checkpoint, save_quantized_checkpoint
 from common.ptq.cli import main
-from common.ptq.export import export_compressed_tensors
+from common.ptq.export import compressed_tensors_format, export_compressed_tensors
 
 EXPORTED = {  # recipe, layout, whether compressed-tensors' bfloat16 decompression is exact
     "NVFP4": (QuantRecipe.from_name("NVFP4"), "nvfp4-pack-quantized", False),
@@ -69,11 +69,17 @@ def test_stored_codes_and_scales_are_ours_bit_for_bit(tmp_path, model, recipe_id
     assert torch.equal(theirs["model.layers.0.self_attn.q_proj.weight"], ours["model.layers.0.self_attn.q_proj.weight"])
 
 
+def test_weights_blocked_along_another_axis_have_no_compressed_tensors_format():
+    with pytest.raises(ValueError, match=r"e2m1/ue4m3 block 16 global 'tensor' axis 0 have no compressed-tensors"):
+        compressed_tensors_format(QuantSpec("e2m1", "ue4m3", 16, global_scale="tensor", axis=0))
+    assert compressed_tensors_format(QuantSpec("e2m1", "ue4m3", 16, global_scale="tensor")) == "nvfp4-pack-quantized"
+
+
 @pytest.mark.parametrize(("recipe", "match"), [
-    (QuantRecipe(QuantSpec("hif8", "fp32", None)), r"weights hif8/fp32 block None global None have no "
+    (QuantRecipe(QuantSpec("hif8", "fp32", None)), r"weights hif8/fp32 block None global None axis -1 have no "
                                                    r"compressed-tensors format"),
     (QuantRecipe(QuantSpec("e2m1", "ue5m3", 16)), r"e2m1/ue5m3 block 16 .* no compressed-tensors format"),
-    (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, global_scale="row")), r"global 'row' have no compressed-tensors"),
+    (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, global_scale="row")), r"global 'row' axis -1 have no"),
     (QuantRecipe.from_name("NVFP4", activations=True), r"quantizes activations.*--weights-only"),
     (QuantRecipe(None, QuantSpec("e2m1", "ue4m3", 16)), r"stores no weight codes"),
 ])
