@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from common.compute import Compute
     from common.uncertainty import Evidence
 
 USER_ERRORS = (ValueError, KeyError, OSError)  # bad input: a value, a missing key or a missing/unreadable file
@@ -23,6 +24,13 @@ CONTEXT_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--claims", REQUIRED), ("--figures", MANY), ("--cited", {"nargs": "*", "default": []}),
     ("--base-model-metadata", {"nargs": "*", "default": []}), ("--rerun-example", {"nargs": "*", "default": []}),
     ("--out", REQUIRED))
+# The flags of every model step (common.compute.Compute: where it runs, the dtype of its weights); a training
+# step takes only the device (its mixed precision is the run's own `bf16` setting)
+DEVICE_FLAG: tuple[str, dict[str, Any]] = (
+    "--device", {"default": "auto", "help": "cpu, cuda, cuda:N or auto (the default: CUDA when present)"})
+COMPUTE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    DEVICE_FLAG, ("--dtype", {"default": "float32", "help": "weight dtype of an evaluation: float32, bfloat16 or "
+                                                            "float16"}))
 Step = tuple[str, Callable[[argparse.Namespace], None], str, Sequence[tuple[str, dict[str, Any]]]]
 
 
@@ -63,3 +71,11 @@ def evidence_settings(args: argparse.Namespace) -> Evidence:
     from common.uncertainty import Evidence
 
     return Evidence.from_dict(json_object(args.evidence_json, "--evidence-json"))
+
+
+def compute_settings(args: argparse.Namespace) -> Compute:
+    """The device and dtype of a model step's ``--device`` / ``--dtype`` (:data:`COMPUTE_FLAGS`), ValueError naming
+    a bad value."""
+    from common.compute import Compute
+
+    return Compute(args.device, args.dtype)

@@ -1,11 +1,12 @@
 """Command line: evaluate a checkpoint on a split (+ optional zero-shot tasks), or build the tasks of a split.
 
     python -m common.eval --model DIR --tokenizer DIR --split FILE.jsonl [--cloze TASK.jsonl]
-        [--choice TASK.jsonl] --window W --stride S [--batch-size B] [--quantization RECIPE.json] --out OUT.json
+        [--choice TASK.jsonl] --window W --stride S [--batch-size B] [--quantization RECIPE.json]
+        [--device auto|cpu|cuda[:N]] [--dtype float32|bfloat16|float16] --out OUT.json
     python -m common.eval build-tasks --split FILE.jsonl --out-dir DIR --n N --seed S
         [--n-choices 4] [--context-words 50] [--context-sentences 3]      # writes DIR/cloze.jsonl, DIR/choice.jsonl
     python -m common.eval lm-eval --model DIR --tasks T1,T2,... [--tokenizer DIR] [--quantization RECIPE]
-        [--device cpu] [--batch-size B] [--limit N] [--num-fewshot K] [--max-length L] [--include-path DIR]
+        [--device D] [--dtype T] [--batch-size B] [--limit N] [--num-fewshot K] [--max-length L] [--include-path DIR]
         --out OUT.json                          # lm-eval-harness on the loaded model (common.eval.lm_eval_adapter)
 
 Bad input exits with status 2 and a message naming the offending value (``lm-eval`` exits with 3 when a task's
@@ -25,6 +26,8 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
+from common.cli import COMPUTE_FLAGS, compute_settings
+from common.compute import Compute
 from common.data import read_jsonl, token_stream
 from common.models import is_quantized_checkpoint, load_causal_lm
 from common.ptq import read_quantization_config
@@ -53,7 +56,8 @@ def _evaluate_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quantization", type=Path,
                         help="JSON recipe the model was quantized with, recorded (default: the quantization_config.json"
                              " of a quantized checkpoint)")
-    parser.add_argument("--device", default="cpu")
+    for flag, options in COMPUTE_FLAGS:
+        parser.add_argument(flag, **options)
     parser.add_argument("--out", required=True, type=Path, help="evaluation record JSON")
     return parser
 
@@ -83,7 +87,8 @@ def _lm_eval_parser() -> argparse.ArgumentParser:
                              "arc_challenge,piqa,winogrande,mmlu")
     parser.add_argument("--quantization", help="fake-quantize a float model with this PTQ recipe (a name from "
                                                "common.scaling.RECIPES, a JSON object or a .json file)")
-    parser.add_argument("--device", default="cpu")
+    for flag, options in COMPUTE_FLAGS:
+        parser.add_argument(flag, **options)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="score only the first N examples of each task")
     parser.add_argument("--num-fewshot", type=int, default=None)
@@ -107,7 +112,7 @@ def _lm_eval(args: argparse.Namespace) -> dict[str, Any]:
     recipe = None if args.quantization is None else parse_recipe(args.quantization, activations=False)
     start = time.perf_counter()
     task_manager = prepare_tasks(tasks, args.include_path)  # missing data fails here, before the model loads
-    model, record = load_scored_model(args.model, recipe, args.device)
+    model, record = load_scored_model(args.model, recipe, compute_settings(args))
     results = run_lm_eval(model, AutoTokenizer.from_pretrained(tokenizer_dir), tasks, task_manager=task_manager,
                           limit=args.limit, batch_size=args.batch_size, max_length=args.max_length,
                           num_fewshot=args.num_fewshot)
@@ -127,9 +132,10 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
                         tokenizer: str | os.PathLike[str] | None = None, cloze: str | os.PathLike[str] | None = None,
                         choice: str | os.PathLike[str] | None = None, max_tokens: int | None = None,
                         batch_size: int = 1, quantization: dict[str, Any] | None = None,
-                        device: str = "cpu") -> dict[str, Any]:
+                        compute: Compute | None = None) -> dict[str, Any]:
     """The evaluation record of checkpoint ``model`` (tokenizer: ``tokenizer`` or the model folder): strided
-    perplexity on the first ``max_tokens`` tokens of ``split`` and the zero-shot ``cloze``/``choice`` tasks given.
+    perplexity on the first ``max_tokens`` tokens of ``split`` and the zero-shot ``cloze``/``choice`` tasks given,
+    run where ``compute`` says (default :class:`common.compute.Compute`: CUDA when present, float32 weights).
     ``quantization`` is recorded (default: the checkpoint's own quantization config). ValueError naming a missing
     path or a bad value, before any scoring."""
     model, split = Path(model), Path(split)
@@ -144,7 +150,7 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
     docs = read_jsonl(split)
     tasks = {kind: (Path(path), read_task(path)) for kind, path in (("cloze", cloze), ("choice", choice)) if path}
     loaded_tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-    network = load_causal_lm(model).to(device)
+    network = (compute or Compute()).place(load_causal_lm(model))
     if quantization is None and is_quantized_checkpoint(model):
         quantization = read_quantization_config(model)
     stream = token_stream(loaded_tokenizer, docs)
@@ -165,6 +171,7 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
 
 def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
     _require("--quantization", args.quantization)
+    compute = compute_settings(args)
     quantization = None
     if args.quantization is not None:
         try:
@@ -174,7 +181,7 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
     return evaluate_checkpoint(args.model, args.split, window=args.window, stride=args.stride,
                                tokenizer=args.tokenizer, cloze=args.cloze, choice=args.choice,
                                max_tokens=args.max_tokens, batch_size=args.batch_size, quantization=quantization,
-                               device=args.device)
+                               compute=compute)
 
 
 def _build_tasks(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:

@@ -11,8 +11,9 @@ quantized once, activations on every forward); with ``recipe=None`` the model is
   (:func:`common.eval.score_cloze`) or ``choice`` (:func:`common.eval.score_choice`), each example's correctness
   kept.
 
-The result is an evaluation record (:func:`common.eval.evaluation_record`) whose ``quantization`` holds the
-recipe and the quantized layer names (None for the reference).
+Both run where ``compute`` (:class:`common.compute.Compute`) says: the device, and the dtype the weights are cast to
+before the recipe quantizes them. The result is an evaluation record (:func:`common.eval.evaluation_record`) whose
+``quantization`` holds the recipe and the quantized layer names (None for the reference).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer
 
+from common.compute import Compute
 from common.data import read_jsonl, token_stream
 from common.models import load_causal_lm
 from common.ptq import QuantRecipe, apply_quantization, select_linears
@@ -37,11 +39,13 @@ from .zeroshot import TASK_SCORERS
 Path = str | os.PathLike[str]
 
 
-def _fake_quantized(model_dir: Path, recipe: QuantRecipe | None, include: str
+def _fake_quantized(model_dir: Path, recipe: QuantRecipe | None, include: str, compute: Compute | None
                     ) -> tuple[torch.nn.Module, Any, dict[str, Any] | None]:
-    """The model of ``model_dir`` with ``recipe`` applied to its ``include`` Linears, its tokenizer, and the
-    record's ``quantization`` (``{"recipe", "layers"}``; None and the model as loaded when ``recipe`` is None)."""
-    model = load_causal_lm(model_dir)
+    """The model of ``model_dir`` placed where ``compute`` says (device and weight dtype; default: CUDA when
+    present, float32), then with ``recipe`` applied to its ``include`` Linears (so the weights are quantized from
+    the dtype they run in), its tokenizer, and the record's ``quantization`` (``{"recipe", "layers"}``; None and the
+    model as loaded when ``recipe`` is None)."""
+    model = (compute or Compute()).place(load_causal_lm(model_dir))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if recipe is None:
         return model, tokenizer, None
@@ -51,13 +55,14 @@ def _fake_quantized(model_dir: Path, recipe: QuantRecipe | None, include: str
 
 
 def fake_quant_perplexity(model_dir: Path, split: Path, recipe: QuantRecipe | None, *, include: str, window: int,
-                          stride: int, max_tokens: int | None = None, batch_size: int = 8) -> dict[str, Any]:
+                          stride: int, max_tokens: int | None = None, batch_size: int = 8,
+                          compute: Compute | None = None) -> dict[str, Any]:
     """Evaluation record of ``model_dir`` on ``split`` with ``recipe`` applied to the ``include`` layers
     (ValueError naming a ``max_tokens`` shorter than the window, before anything is loaded)."""
     if max_tokens is not None and max_tokens < window:
         raise ValueError(f"max_tokens {max_tokens} is shorter than the window {window}")
     start = time.perf_counter()
-    model, tokenizer, quantization = _fake_quantized(model_dir, recipe, include)
+    model, tokenizer, quantization = _fake_quantized(model_dir, recipe, include, compute)
     docs = read_jsonl(split)
     stream = token_stream(tokenizer, docs)
     if max_tokens is not None:
@@ -70,7 +75,7 @@ def fake_quant_perplexity(model_dir: Path, split: Path, recipe: QuantRecipe | No
 
 
 def fake_quant_zero_shot(model_dir: Path, recipe: QuantRecipe | None, *, include: str, tasks: Mapping[str, Path],
-                         batch_size: int = 8) -> dict[str, Any]:
+                         batch_size: int = 8, compute: Compute | None = None) -> dict[str, Any]:
     """Evaluation record of ``model_dir`` on the zero-shot ``tasks`` (kind -> task file, kinds of
     :data:`common.eval.zeroshot.TASK_SCORERS`) with ``recipe`` applied to the ``include`` layers: per kind the
     metric group of its scorer (accuracies and each example's correctness) and ``data[kind]`` (the file and its
@@ -82,7 +87,7 @@ def fake_quant_zero_shot(model_dir: Path, recipe: QuantRecipe | None, *, include
         raise ValueError(f"unknown zero-shot task kinds {unknown} (known: {', '.join(TASK_SCORERS)})")
     start = time.perf_counter()
     examples = {kind: read_task(path) for kind, path in tasks.items()}
-    model, tokenizer, quantization = _fake_quantized(model_dir, recipe, include)
+    model, tokenizer, quantization = _fake_quantized(model_dir, recipe, include, compute)
     metrics = {kind: TASK_SCORERS[kind](model, tokenizer, task, batch_size=batch_size)
                for kind, task in examples.items()}
     data = {kind: {**file_summary(path), "examples": len(examples[kind])} for kind, path in tasks.items()}

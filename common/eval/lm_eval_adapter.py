@@ -8,7 +8,8 @@ low-bit QAT checkpoint (its quantizers attached) or a float model under a PTQ re
 Command line (:func:`common.eval.cli.main`):
 
     python -m common.eval lm-eval --model DIR --tasks wikitext,lambada_openai,hellaswag,arc_easy,arc_challenge,\\
-        piqa,winogrande,mmlu [--quantization RECIPE] [--device cpu|cuda] [--batch-size B] [--limit N]
+        piqa,winogrande,mmlu [--quantization RECIPE] [--device auto|cpu|cuda] [--dtype float32|bfloat16]
+        [--batch-size B] [--limit N]
         [--num-fewshot K] [--max-length L] [--include-path DIR] --out OUT.json
 
 lm-eval's standard tasks read their datasets from the Hugging Face hub, so they need a network or a warm HF cache;
@@ -38,6 +39,7 @@ from typing import Any
 
 import torch
 
+from common.compute import Compute
 from common.io import write_text
 
 NO_DATA_STATUS = 3  # the exit status of the command when a task's dataset is out of reach (offline, no HF cache)
@@ -48,8 +50,9 @@ class TaskDataUnavailableError(RuntimeError):
 
 
 def load_scored_model(model_dir: str | os.PathLike[str], quantization: Any | None = None,
-                      device: str = "cpu") -> tuple[torch.nn.Module, dict[str, Any] | None]:
-    """``(model, recipe record)`` to score, in eval mode on ``device``: a quantized checkpoint rebuilt with its
+                      compute: Compute | None = None) -> tuple[torch.nn.Module, dict[str, Any] | None]:
+    """``(model, recipe record)`` to score, in eval mode where ``compute`` says (:meth:`common.compute.Compute.place`;
+    default: CUDA when present, float32 weights): a quantized checkpoint rebuilt with its
     activation hooks (:func:`common.models.load_causal_lm`), a low-bit QAT checkpoint with its quantizers
     (:func:`common.qat.lowbit_io.load_lowbit_model`), or a float checkpoint, fake-quantized by ``quantization`` (a
     :class:`common.ptq.QuantRecipe`) on the layers :func:`common.ptq.select_linears` selects by default. The record
@@ -74,7 +77,7 @@ def load_scored_model(model_dir: str | os.PathLike[str], quantization: Any | Non
         if quantization is not None:
             apply_quantization(model, quantization, select_linears(model))
             record = quantization.to_dict()
-    return model.to(device).eval(), record
+    return (compute or Compute()).place(model).eval(), record
 
 
 TASK_KINDS: dict[str, dict[str, Any]] = {

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from common.data import read_jsonl, token_stream
@@ -98,9 +99,11 @@ def init_identity(init: str | os.PathLike[str]) -> dict[str, Any]:
 
 def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
             validation_split: str | os.PathLike[str] | None, config: TrainConfig, run_dir: str | os.PathLike[str],
-            out: str | os.PathLike[str], attach: Callable[[nn.Module], Attachment]) -> dict[str, Any]:
+            out: str | os.PathLike[str], attach: Callable[[nn.Module], Attachment],
+            device: torch.device | None = None) -> dict[str, Any]:
     """Train one QAT run (module docstring) of ``init`` on ``train_split`` (JSONL documents), the validation curve
-    on ``validation_split`` (None: no curve); returns the metadata written to ``out/lowbit_metadata.json``.
+    on ``validation_split`` (None: no curve), on ``device`` (:func:`common.train.train`'s; None: CUDA when present);
+    returns the metadata written to ``out/lowbit_metadata.json``.
     ValueError naming a missing split before anything is loaded."""
     for flag, path in (("train split", train_split), ("validation split", validation_split)):
         if path is not None and not Path(path).is_file():
@@ -113,7 +116,8 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / QAT_RECORD_FILE, attachment.record)
     summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=attachment.hooks,
-                    stale_checkpoint="restart", record={**attachment.record, "init": init_identity(init)})
+                    stale_checkpoint="restart", record={**attachment.record, "init": init_identity(init)},
+                    device=device)
     extra = attachment.finish(run_dir)
     attachment.remove()
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),

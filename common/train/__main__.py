@@ -3,10 +3,11 @@
     python -m common.train --init small --tokenizer TOK --train train.jsonl --validation validation.jsonl \\
         --config train.json --run-dir RUN --out MODEL
 
-``--init`` is an embedded architecture name (pretraining from scratch, seeded) or a checkpoint folder
-(continual pretraining). ``--config`` is a JSON object of :class:`common.train.TrainConfig` fields;
-``--config-json`` the same inline; ``--set key=value`` overrides single fields. The trained model is saved
-(rank 0, atomically) to ``--out``.
+``--init`` is an embedded architecture name (pretraining from scratch, seeded) or a checkpoint folder (continual
+pretraining). ``--device`` (:class:`common.compute.Compute`; default auto: CUDA when present, under torchrun
+``cuda:$LOCAL_RANK``) is where it trains; mixed precision is the config's ``bf16``. ``--config`` is a JSON object of
+:class:`common.train.TrainConfig` fields; ``--config-json`` the same inline; ``--set key=value`` overrides single
+fields. The trained model is saved (rank 0, atomically) to ``--out``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from common.cli import DEVICE_FLAG
+from common.compute import Compute
 from common.data.documents import read_jsonl
 from common.data.tokenizer import load_tokenizer, token_stream
 from common.models import ARCHITECTURES, build_model, count_parameters, load_model, save_checkpoint
@@ -45,12 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one field")
     parser.add_argument("--run-dir", type=Path, required=True, help="logs and resumable checkpoint")
     parser.add_argument("--out", type=Path, required=True, help="folder for the trained model")
+    parser.add_argument(DEVICE_FLAG[0], **DEVICE_FLAG[1])
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         values = json.loads(args.config.read_text()) if args.config else {}
         values.update(json.loads(args.config_json) if args.config_json else {})
         config = TrainConfig.from_dict({**values, **_parse_overrides(args.set)})
+        device = Compute(args.device).torch_device()
         if args.init in ARCHITECTURES:
             if args.tokenizer is None:
                 raise ValueError("--tokenizer is required when --init is an architecture name")
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, json.JSONDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    summary = train(model, train_tokens, config, args.run_dir, val_tokens=val_tokens)
+    summary = train(model, train_tokens, config, args.run_dir, val_tokens=val_tokens, device=device)
     if int(os.environ.get("RANK", "0")) == 0:
         metadata = {"init": args.init, "train_split": str(args.train), "train_tokens": int(train_tokens.numel()),
                     "parameters": count_parameters(model), "training": summary}

@@ -159,16 +159,18 @@ def evaluate_loss(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, se
     return {"val_loss": total / n, "val_perplexity": math.exp(total / n), "val_tokens": n}
 
 
-def _distributed() -> tuple[int, int, torch.device]:
+def _distributed(device: torch.device | None) -> tuple[int, int, torch.device]:
+    """``(rank, world size, device)``; ``device`` None: ``cuda:$LOCAL_RANK`` when CUDA is present, else the CPU. The
+    process group (under torchrun) uses nccl on CUDA, gloo on the CPU."""
+    if device is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
+            torch.device("cpu"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank = dist.get_rank() if world > 1 else 0
-    if torch.cuda.is_available():
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
     return rank, world, device
 
 
@@ -204,8 +206,10 @@ def _truncate_log(path: Path, fields_: tuple[str, ...], last_step: int) -> None:
 
 def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfig, run_dir: str | Path, *,
           val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None,
-          stale_checkpoint: str = "error", record: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Train ``model`` in place; logs and checkpoints go to ``run_dir``. Returns a summary dict.
+          stale_checkpoint: str = "error", record: Mapping[str, Any] | None = None,
+          device: torch.device | None = None) -> dict[str, Any]:
+    """Train ``model`` in place on ``device`` (None: CUDA when present, see :func:`_distributed`; e.g.
+    :meth:`common.compute.Compute.torch_device`); logs and checkpoints go to ``run_dir``. Returns a summary dict.
 
     A ``run_dir/checkpoint.pt`` from an earlier run with the same config, world size and ``record`` is resumed
     from. ``record`` is what else defines the run beyond the :class:`TrainConfig` (JSON-like, e.g. a QAT method's
@@ -218,7 +222,7 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfi
         raise ValueError(f"stale_checkpoint must be 'error' or 'restart', got {stale_checkpoint!r}")
     hooks = hooks or Hooks()
     run_dir = Path(run_dir)
-    rank, world, device = _distributed()
+    rank, world, device = _distributed(device)
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
     random.seed(config.seed)

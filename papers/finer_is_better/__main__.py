@@ -10,7 +10,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
+from common.cli import (
+    COMPUTE_FLAGS,
+    CONTEXT_FLAGS,
+    MANY,
+    REQUIRED,
+    compute_settings,
+    evidence_settings,
+    require_paths,
+    run_step,
+    step_parser,
+)
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -33,7 +43,8 @@ def ptq_cells(args: argparse.Namespace) -> None:
     require_paths({"--model": args.model, "--split": args.split})
     if len(args.cells) != len(args.out):
         raise ValueError(f"--cells and --out must pair up: {len(args.cells)} cells, {len(args.out)} outputs")
-    records = model_cells(json_object(args.config_json), args.cells, args.operands, args.model, args.split)
+    records = model_cells(json_object(args.config_json), args.cells, args.operands, args.model, args.split,
+                          compute_settings(args))
     for out, record in zip(args.out, records, strict=True):
         write_json(out, record)
 
@@ -42,7 +53,8 @@ def ptq_unquantized(args: argparse.Namespace) -> None:
     from .model_study import unquantized_cell
 
     require_paths({"--model": args.model, "--split": args.split})
-    write_json(args.out, unquantized_cell(json_object(args.config_json), args.model, args.split))
+    config = json_object(args.config_json)
+    write_json(args.out, unquantized_cell(config, args.model, args.split, compute_settings(args)))
 
 
 def mse_summary(args: argparse.Namespace) -> None:
@@ -111,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("ptq-cells", ptq_cells, "model-study cells of one model and operand set: perplexity with fake-quantized "
          "MLP linears", [("--config-json", req), ("--cells", {"nargs": "+", "required": True, "help": cell}),
                          ("--operands", {"required": True, "choices": ["w", "wa"]}), ("--model", req),
-                         ("--split", req), ("--out", {"nargs": "+", "required": True})]),
+                         ("--split", req), ("--out", {"nargs": "+", "required": True}), *COMPUTE_FLAGS]),
         ("ptq-unquantized", ptq_unquantized, "the model study's reference: perplexity and weight sigmas",
-         [("--config-json", req), ("--model", req), ("--split", req), ("--out", req)]),
+         [("--config-json", req), ("--model", req), ("--split", req), ("--out", req), *COMPUTE_FLAGS]),
         ("mse-summary", mse_summary, "the numerical study's table, regions and the claims' sigmas",
          [("--config-json", req), ("--cells", many), ("--out", req)]),
         ("gap-summary", gap_summary, "one model's perplexity gaps",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from common.compute import Compute
 from common.eval import fake_quant_perplexity
 from common.models import linear_sigmas, load_causal_lm
 from common.ptq import QuantRecipe
@@ -39,28 +40,31 @@ def cell_recipe(config: Mapping[str, Any], cell: str, operands: str) -> QuantRec
 
 
 def model_cells(config: Mapping[str, Any], cells: Sequence[str], operands: str, model_dir: str | Path,
-                split: str | Path) -> list[dict[str, Any]]:
+                split: str | Path, compute: Compute | None = None) -> list[dict[str, Any]]:
     """The evaluation record of every cell of one (model, operands): :func:`common.eval.fake_quant_perplexity`
-    plus the cell's name, parts and operands."""
+    (where ``compute`` says, :class:`common.compute.Compute`) plus the cell's name, parts and operands."""
     study = config["model"]
     records = []
     for cell in cells:
         record = fake_quant_perplexity(model_dir, split, cell_recipe(config, cell, operands), include=study["include"],
                                        window=study["window"], stride=study["stride"],
-                                       max_tokens=study["max_tokens"], batch_size=study["batch_size"])
+                                       max_tokens=study["max_tokens"], batch_size=study["batch_size"],
+                                       compute=compute)
         records.append({"cell": cell, **parse_cell(cell), "operands": operands, **record})
     return records
 
 
-def unquantized_cell(config: Mapping[str, Any], model_dir: str | Path, split: str | Path) -> dict[str, Any]:
-    """The reference evaluation of ``model_dir`` and the weight sigma of every linear the cells quantize."""
+def unquantized_cell(config: Mapping[str, Any], model_dir: str | Path, split: str | Path,
+                     compute: Compute | None = None) -> dict[str, Any]:
+    """The reference evaluation of ``model_dir`` (where ``compute`` says) and the weight sigma of every linear the
+    cells quantize (of the checkpoint's float32 weights)."""
     study = config["model"]
     sigmas = linear_sigmas(load_causal_lm(model_dir), study["include"])
     if not sigmas:
         raise ValueError(f"model.include {study['include']!r} matches no linear of {str(model_dir)!r}")
     record = fake_quant_perplexity(model_dir, split, None, include=study["include"], window=study["window"],
                                    stride=study["stride"], max_tokens=study["max_tokens"],
-                                   batch_size=study["batch_size"])
+                                   batch_size=study["batch_size"], compute=compute)
     return {"cell": UNQUANTIZED, "weight_sigmas": sigmas, "sigma": statistics.median(sigmas.values()), **record}
 
 

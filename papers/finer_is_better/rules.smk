@@ -63,9 +63,10 @@ rule fib_ptq_unquantized:
     threads: 1
     params:
         config=fib_ptq_config(quantized=False),
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-unquantized --config-json {params.config}"
-        " --model {input.model} --split {input.split} --out {output} > {log} 2>&1"
+        " --model {input.model} --split {input.split} {params.compute} --out {output} > {log} 2>&1"
 
 
 rule fib_ptq_cells:
@@ -87,10 +88,11 @@ rule fib_ptq_cells:
     params:
         config=fib_ptq_config(quantized=True),
         cells=" ".join(fib_cells(FIB, "model")),
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.finer_is_better ptq-cells --config-json {params.config}"
         " --cells {params.cells} --operands {wildcards.operands} --model {input.model} --split {input.split}"
-        " --out {output} > {log} 2>&1"
+        " {params.compute} --out {output} > {log} 2>&1"
 
 
 rule fib_gap_summary:

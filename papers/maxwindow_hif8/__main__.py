@@ -15,7 +15,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, run_step, step_parser
+from common.cli import (
+    COMPUTE_FLAGS,
+    CONTEXT_FLAGS,
+    DEVICE_FLAG,
+    MANY,
+    REQUIRED,
+    compute_settings,
+    evidence_settings,
+    run_step,
+    step_parser,
+)
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -29,14 +39,15 @@ def train_run(args: argparse.Namespace) -> None:
     maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
                   args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
                   fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
-                  history_unit=config["history_unit"])
+                  history_unit=config["history_unit"], device=compute_settings(args).torch_device())
 
 
 def evaluate(args: argparse.Namespace) -> None:
     from common.eval import evaluate_checkpoint, write_evaluation
 
     settings = json_object(args.config_json)
-    options = {k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")}
+    options = {**{k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")},
+               "compute": compute_settings(args)}
     if not len(args.model) == len(args.out_pretrain) == len(args.out_shift):
         raise ValueError(f"{len(args.model)} models need as many --out-pretrain and --out-shift paths, got "
                          f"{len(args.out_pretrain)} and {len(args.out_shift)}")
@@ -123,10 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("train", train_run, "one continual-pretraining run (BF16 or HiF8 W8A8 QAT)",
          [("--config-json", req), ("--run", {"dest": "run_name", "required": True}),
           ("--seed", {"type": int, "default": 0}), ("--init", req), ("--train", req), ("--validation", req),
-          ("--run-dir", req), ("--out", req)]),
+          ("--run-dir", req), ("--out", req), DEVICE_FLAG]),
         ("evaluate", evaluate, "models on both corpora (the zero-shot tasks on the pretraining corpus), one process",
          [("--config-json", req), ("--model", many), ("--pretrain", req), ("--shift", req), ("--cloze", req),
-          ("--choice", req), ("--out-pretrain", many), ("--out-shift", many)]),
+          ("--choice", req), ("--out-pretrain", many), ("--out-shift", many), *COMPUTE_FLAGS]),
         ("summary", summary, "the study's summary over every run",
          [("--config-json", req), ("--logs", many), ("--evaluations", many), ("--out", req)]),
         ("observer-study", observer_study, "the synthetic observer study", [("--config-json", req), ("--out", req)]),

@@ -33,10 +33,12 @@ rule mw_train:
     threads: 1
     params:
         config=mw_run_config,
+        compute=compute_flags(training=True),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 train --config-json {params.config}"
         " --run {wildcards.mw_run} --seed {wildcards.seed} --init {input.init} --train {input.train}"
-        " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
+        " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
+        " 2> {log}"
 
 
 rule mw_evaluate:
@@ -62,10 +64,12 @@ rule mw_evaluate:
     threads: 1
     params:
         eval=json_arg(MW["eval"]),
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 evaluate --config-json {params.eval}"
         " --model {input.bf16} {input.hif8} --pretrain {input.pretrain} --shift {input.shift} --cloze {input.cloze}"
-        " --choice {input.choice} --out-pretrain {output.pretrain} --out-shift {output.shift} > {log} 2>&1"
+        " --choice {input.choice} {params.compute} --out-pretrain {output.pretrain} --out-shift {output.shift}"
+        " > {log} 2>&1"
 
 
 rule mw_evaluate_base:
@@ -86,10 +90,12 @@ rule mw_evaluate_base:
     threads: 1
     params:
         eval=json_arg(MW["eval"]),
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 evaluate --config-json {params.eval}"
         " --model {input.model} --pretrain {input.pretrain} --shift {input.shift} --cloze {input.cloze}"
-        " --choice {input.choice} --out-pretrain {output.pretrain} --out-shift {output.shift} > {log} 2>&1"
+        " --choice {input.choice} {params.compute} --out-pretrain {output.pretrain} --out-shift {output.shift}"
+        " > {log} 2>&1"
 
 
 rule mw_summary:

@@ -60,8 +60,10 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
                   validation_split: str | os.PathLike[str] | None, config: TrainConfig,
                   run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, observer: str | None,
                   warmup_steps: int = 0, fmt: str = "hif8", observer_options: Mapping[str, Any] | None = None,
-                  max_val: float = 15.0, history_unit: str = "call") -> dict[str, Any]:
-    """Train one run (module docstring); ``observer=None`` is the unquantized baseline. Returns the metadata of
+                  max_val: float = 15.0, history_unit: str = "call", device: torch.device | None = None
+                  ) -> dict[str, Any]:
+    """Train one run (module docstring) on ``device`` (None: CUDA when present); ``observer=None`` is the unquantized
+    baseline. Returns the metadata of
     :func:`common.qat.run.qat_run` (``qat``: observer, format, warmup_steps, max_val, observer_options,
     history_unit, layers, the run's :class:`common.recipes.DelayedScalingRecipe` record (None for BF16) and the
     saturation summary). ValueError for a bad setting, before anything is loaded."""
@@ -85,4 +87,4 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
                              max_val=max_val, history_unit=history_unit)
         return W8A8Attachment(record, handle, warmup_steps)
 
-    return qat_run(init, train_split, validation_split, config, run_dir, out, attach)
+    return qat_run(init, train_split, validation_split, config, run_dir, out, attach, device)

@@ -9,7 +9,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
+from common.cli import (
+    COMPUTE_FLAGS,
+    CONTEXT_FLAGS,
+    MANY,
+    REQUIRED,
+    compute_settings,
+    evidence_settings,
+    require_paths,
+    run_step,
+    step_parser,
+)
 from common.config import json_object
 from common.io import read_json, write_json
 
@@ -56,7 +66,8 @@ def ptq_cell(args: argparse.Namespace) -> None:
     from .model_study import model_cell
 
     require_paths({"--model": args.model, "--split": args.split})
-    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split, args.name))
+    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split, args.name,
+                                    compute_settings(args)))
 
 
 def zero_shot_cell(args: argparse.Namespace) -> None:
@@ -64,7 +75,7 @@ def zero_shot_cell(args: argparse.Namespace) -> None:
 
     require_paths({"--model": args.model, "--cloze": args.cloze, "--choice": args.choice})
     write_json(args.out, evaluate(json_object(args.config_json), args.cell, args.model, args.cloze, args.choice,
-                                  args.name))
+                                  args.name, compute_settings(args)))
 
 
 def preregister(args: argparse.Namespace) -> None:
@@ -161,10 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
           ("--include", {"help": "regex of the module names to study (default: every linear)"}), ("--out", req)]),
         ("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell",
          [("--config-json", req), ("--cell", req), ("--model", req), ("--split", req), ("--name", req),
-          ("--out", req)]),
+          ("--out", req), *COMPUTE_FLAGS]),
         ("zero-shot-cell", zero_shot_cell, "cloze and choice accuracy of one (model, variant, block) cell",
          [("--config-json", req), ("--cell", req), ("--model", req), ("--cloze", req), ("--choice", req),
-          ("--name", req), ("--out", req)]),
+          ("--name", req), ("--out", req), *COMPUTE_FLAGS]),
         ("preregister", preregister, "the theory's crossovers for the sweep, from the configuration alone",
          [("--config-json", req), ("--out", req)]),
         ("sweep-summary", sweep_summary, "the sweep's perplexities, inversion ratios and zero-shot accuracies",

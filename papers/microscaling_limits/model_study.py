@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from common.compute import Compute
 from common.eval import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
 from common.ptq import QuantRecipe
 
@@ -47,26 +48,27 @@ def cell_recipe(cell: str) -> QuantRecipe:
 
 
 def model_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, split: str | Path,
-               name: str) -> dict[str, Any]:
+               name: str, compute: Compute | None = None) -> dict[str, Any]:
     """Perplexity record of one cell of model ``name`` (``"unquantized"``: the reference), with ``name``,
-    ``cell`` and the cell's parts (:func:`parse_cell`)."""
+    ``cell`` and the cell's parts (:func:`parse_cell`); run where ``compute`` says (:class:`common.compute.Compute`)."""
     study = config["model"]
     parts = {} if cell == UNQUANTIZED else parse_cell(cell)
     recipe = None if cell == UNQUANTIZED else cell_recipe(cell)
     record = fake_quant_perplexity(model_dir, split, recipe, include=study["include"], window=study["window"],
                                    stride=study["stride"], max_tokens=study["max_tokens"],
-                                   batch_size=study["batch_size"])
+                                   batch_size=study["batch_size"], compute=compute)
     return {**record, "name": name, "cell": cell, **parts}
 
 
 def zero_shot_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, cloze: str | Path,
-                   choice: str | Path, name: str) -> dict[str, Any]:
+                   choice: str | Path, name: str, compute: Compute | None = None) -> dict[str, Any]:
     """Zero-shot record of one quantized cell of model ``name`` (:func:`common.eval.fake_quant_zero_shot`):
     ``metrics.cloze`` and ``metrics.choice`` with every example's correctness, ``name``, ``cell`` and the cell's
     parts."""
     study = config["model"]
     record = fake_quant_zero_shot(model_dir, cell_recipe(cell), include=study["include"],
-                                  tasks={"cloze": cloze, "choice": choice}, batch_size=study["batch_size"])
+                                  tasks={"cloze": cloze, "choice": choice}, batch_size=study["batch_size"],
+                                  compute=compute)
     return {**record, "name": name, "cell": cell, **parse_cell(cell)}
 
 

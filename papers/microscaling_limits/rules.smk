@@ -119,10 +119,11 @@ rule msl_ptq_cell:
     threads: 1
     params:
         config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits ptq-cell --config-json {params.config}"
         " --cell {wildcards.cell} --model {input.model} --split {input.split} --name {wildcards.model}"
-        " --out {output} > {log} 2>&1"
+        " {params.compute} --out {output} > {log} 2>&1"
 
 
 rule msl_zero_shot_cell:
@@ -143,10 +144,11 @@ rule msl_zero_shot_cell:
     threads: 1
     params:
         config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits zero-shot-cell --config-json {params.config}"
         " --cell {wildcards.cell} --model {input.model} --cloze {input.cloze} --choice {input.choice}"
-        " --name {wildcards.model} --out {output} > {log} 2>&1"
+        " --name {wildcards.model} {params.compute} --out {output} > {log} 2>&1"
 
 
 rule msl_preregister:

@@ -21,7 +21,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.cli import CONTEXT_FLAGS, MANY, REQUIRED, evidence_settings, require_paths, run_step, step_parser
+from common.cli import (
+    COMPUTE_FLAGS,
+    CONTEXT_FLAGS,
+    DEVICE_FLAG,
+    MANY,
+    REQUIRED,
+    compute_settings,
+    evidence_settings,
+    require_paths,
+    run_step,
+    step_parser,
+)
 from common.config import json_object
 from common.io import read_json, write_json
 from common.qat.run import parse_seed_cell, seed_cell
@@ -56,7 +67,8 @@ def train_run(args: argparse.Namespace) -> None:
     winq_run(args.init, args.train, args.validation, train_config(config, args.run_name, args.seed), args.run_dir,
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
              every=interpolation.get("every"), strength=interpolation.get("strength", WINQ_STRENGTH),
-             noise_sigma=settings["noise_sigma"], hadamard=settings["hadamard"])
+             noise_sigma=settings["noise_sigma"], hadamard=settings["hadamard"],
+             device=compute_settings(args).torch_device())
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -65,7 +77,7 @@ def evaluate(args: argparse.Namespace) -> None:
     settings = json_object(args.config_json)
     options = {k: settings[k] for k in ("window", "stride", "max_tokens", "batch_size")}
     write_evaluation(args.out, evaluate_checkpoint(args.model, args.split, cloze=args.cloze, choice=args.choice,
-                                                   **options))
+                                                   compute=compute_settings(args), **options))
 
 
 def summary(args: argparse.Namespace) -> None:
@@ -144,7 +156,7 @@ def hessian(args: argparse.Namespace) -> None:
     config = json_object(args.config_json)
     require_paths({"--model": args.model, "--split": args.split})
     write_json(args.out, spectrum_cell(args.model, args.split, config["hessian"], config["train"]["seq_len"],
-                                       args.seed))
+                                       args.seed, compute_settings(args)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,14 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
          "seed (--seed: data order, initialisation and noise)",
          [("--config-json", req), ("--run", {"dest": "run_name", "required": True}),
           ("--seed", {"type": int, "required": True}), ("--init", req), ("--train", req), ("--validation", req),
-          ("--run-dir", req), ("--out", req)]),
+          ("--run-dir", req), ("--out", req), DEVICE_FLAG]),
         ("hessian", hessian, "the Hessian spectrum of one trained low-bit model on a fixed batch of a split "
          "(sequences of train.seq_len tokens; --seed: the probes)",
          [("--config-json", req), ("--model", req), ("--split", req), ("--seed", {"type": int, "default": 0}),
-          ("--out", req)]),
+          ("--out", req), *COMPUTE_FLAGS]),
         ("evaluate", evaluate, "one model on the held-out split: perplexity and the zero-shot tasks",
          [("--config-json", req), ("--model", req), ("--split", req), ("--cloze", req), ("--choice", req),
-          ("--out", req)]),
+          ("--out", req), *COMPUTE_FLAGS]),
         ("summary", summary, "the study's summary over every run",
          [("--config-json", req), ("--curves", MANY), ("--logs", MANY), ("--evaluations", MANY),
           ("--hessians", {"nargs": "*", "default": []}), ("--trained", MANY), ("--quantized", MANY),

@@ -33,10 +33,12 @@ rule wq_train:
     threads: 1
     params:
         config=wq_run_config,
+        compute=compute_flags(training=True),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.winq train --config-json {params.config}"
         " --run {wildcards.wq_run} --seed {wildcards.wq_seed} --init {input.init} --train {input.train}"
-        " --validation {input.validation} --run-dir $(dirname {output.log}) --out {output.model} 2> {log}"
+        " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
+        " 2> {log}"
 
 
 rule wq_evaluate:
@@ -58,9 +60,11 @@ rule wq_evaluate:
     threads: 1
     params:
         eval=json_arg(WQ["eval"]),
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.winq evaluate --config-json {params.eval} --model {input.model}"
-        " --split {input.split} --cloze {input.cloze} --choice {input.choice} --out {output} > {log} 2>&1"
+        " --split {input.split} --cloze {input.cloze} --choice {input.choice} {params.compute} --out {output}"
+        " > {log} 2>&1"
 
 
 rule wq_hessian:
@@ -79,9 +83,10 @@ rule wq_hessian:
     params:
         config=json_arg({"hessian": WQ_HESSIAN_CELL, "train": {"seq_len": WQ["train"]["seq_len"]}}),
         seed=CFG["seed"],
+        compute=compute_flags(),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.winq hessian --config-json {params.config} --model {input.model}"
-        " --split {input.split} --seed {params.seed} --out {output} > {log} 2>&1"
+        " --split {input.split} --seed {params.seed} {params.compute} --out {output} > {log} 2>&1"
 
 
 rule wq_summary:

@@ -97,12 +97,12 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
              validation_split: str | os.PathLike[str], config: TrainConfig, run_dir: str | os.PathLike[str],
              out: str | os.PathLike[str], *, bits: float, activation_bits: int | None = None, method: str,
              every: int | None = None, strength: float = WINQ_STRENGTH, noise_sigma: float = 0.0,
-             hadamard: bool = False) -> dict[str, Any]:
+             hadamard: bool = False, device: torch.device | None = None) -> dict[str, Any]:
     """Train one run (module docstring) from the checkpoint ``init`` on ``train_split`` (JSONL documents), the
-    validation curve on ``validation_split``; returns the metadata of :func:`common.qat.run.qat_run`, whose ``qat``
-    record holds :func:`common.qat.lowbit_io.lowbit_record`'s fields and ``method``, ``every``, ``strength``,
-    ``noise_sigma``, ``noise_seed`` (= ``config.seed``) and ``interpolations``: the number performed,
-    ``max_steps // every`` for an interpolating method, else 0.
+    validation curve on ``validation_split``, on ``device`` (None: CUDA when present); returns the metadata of
+    :func:`common.qat.run.qat_run`, whose ``qat`` record holds :func:`common.qat.lowbit_io.lowbit_record`'s fields
+    and ``method``, ``every``, ``strength``, ``noise_sigma``, ``noise_seed`` (= ``config.seed``) and
+    ``interpolations``: the number performed, ``max_steps // every`` for an interpolating method, else 0.
 
     ValueError naming the value: an unknown bit width or method, ``every``/``noise_sigma`` that do not fit the
     method (:func:`check_method`), a missing split; :func:`attach_lowbit` rejects a bad ``activation_bits`` and a
@@ -123,4 +123,4 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
                               strength=float(strength) if components.interpolate else None,
                               noise_sigma=float(noise_sigma), noise_seed=config.seed)
 
-    return qat_run(init, train_split, validation_split, config, run_dir, out, attach)
+    return qat_run(init, train_split, validation_split, config, run_dir, out, attach, device)

@@ -1,5 +1,6 @@
 """The command line: build-tasks and evaluate end to end on saved tiny artifacts; bad input writes nothing."""
 
+import copy
 import json
 import os
 import subprocess
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from common.data import token_stream
 from common.eval import build_choice_task, build_cloze_task, perplexity, read_task, score_cloze
@@ -57,6 +59,8 @@ def test_build_tasks_then_evaluate(tmp_path, saved, docs, model, tokenizer, caps
         ({"--stride": "40"}, r"stride must be in \[1, window=32\], got 40"),
         ({"--split": "missing.jsonl"}, "--split 'missing.jsonl' is not a file"),
         ({"--model": "nowhere"}, "--model 'nowhere' is not a folder"),
+        ({"--device": "gpu"}, "unknown device 'gpu'; valid: cpu, cuda, cuda:N, auto"),
+        ({"--dtype": "fp8"}, "unknown dtype 'fp8'; valid: float32, bfloat16, float16"),
     ],
 )
 def test_bad_evaluate_input_exits_nonzero_and_writes_nothing(tmp_path, saved, capsys, change, message):
@@ -92,3 +96,18 @@ def test_module_entry_point(tmp_path):
     assert proc.returncode == 2
     assert f"--model '{tmp_path / 'none'}' is not a folder" in proc.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_evaluate_in_bfloat16_scores_the_bf16_cast_model(tmp_path, saved, docs, model, tokenizer):
+    """--dtype bfloat16 casts the weights once after loading: the record is the perplexity of that model."""
+    out = tmp_path / "bf16.json"
+    assert main(["--model", str(saved["model"]), "--tokenizer", str(saved["tokenizer"]), "--split",
+                 str(saved["split"]), "--window", "32", "--stride", "16", "--device", "cpu", "--dtype", "bfloat16",
+                 "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    stream = token_stream(tokenizer, docs)
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    expected = perplexity(bf16, stream, window=32, stride=16)["perplexity"]
+    assert record["metrics"]["perplexity"]["perplexity"] == pytest.approx(expected, rel=1e-9)
+    assert record["metrics"]["perplexity"]["perplexity"] != pytest.approx(
+        perplexity(model, stream, window=32, stride=16)["perplexity"], rel=1e-6)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 def lm_eval_config(folder, tasks, include_path=None):
     """A config file that replaces the profile's `lm_eval` block (a nested --config value would stay a string)."""
     settings = {"tasks": tasks, "models": [], "batch_size": 8, "limit": 20, "num_fewshot": None,
-                "include_path": None if include_path is None else str(include_path), "device": "cpu"}
+                "include_path": None if include_path is None else str(include_path)}
     path = folder / "lm_eval.yaml"
     path.write_text(json.dumps({"lm_eval": settings}))  # JSON is YAML
     return str(path)

@@ -20,10 +20,11 @@ rule pretrain_base_model:
     params:
         architecture=lambda w: CFG["base_models"][w.model]["architecture"],
         train=lambda w: train_config_json(w.model),
+        compute=compute_flags(training=True),
     shell:
         "python -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
         " --validation {input.validation} --config-json {params.train} --run-dir results/runs/base/{wildcards.model}"
-        " --out {output} 2> {log}"
+        " {params.compute} --out {output} 2> {log}"
 
 
 rule convert_smollm2:

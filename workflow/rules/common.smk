@@ -169,11 +169,18 @@ def sweep_models(model):
     return [f"{model}-c{factor:g}" for factor in CFG["sweep"]["factors"]]
 
 
+def compute_flags(training=False):
+    """``--device D --dtype T`` of config ``compute`` (common.compute.Compute), the flags of every model step; a
+    training step's ``--device D`` only (its mixed precision is the run's own ``train.bf16``)."""
+    flags = f"--device {CFG['compute']['device']}"
+    return flags if training else f"{flags} --dtype {CFG['compute']['dtype']}"
+
+
 def lm_eval_options():
-    """The command-line options of ``python -m common.eval lm-eval`` from config ``lm_eval`` (batch size, device,
-    and the limit, few-shot count and include path when set)."""
+    """The command-line options of ``python -m common.eval lm-eval`` from config ``lm_eval`` (batch size, and the
+    limit, few-shot count and include path when set) and ``compute`` (device and dtype)."""
     cfg = CFG["lm_eval"]
-    options = [f"--batch-size {cfg['batch_size']}", f"--device {cfg['device']}"]
+    options = [f"--batch-size {cfg['batch_size']}", compute_flags()]
     for key, flag in (("limit", "--limit"), ("num_fewshot", "--num-fewshot"), ("include_path", "--include-path")):
         if cfg[key] is not None:
             options.append(f"{flag} {cfg[key]}")

@@ -50,10 +50,11 @@ rule evaluate_model:
         window=CFG["eval"]["window"],
         stride=CFG["eval"]["stride"],
         max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
+        compute=compute_flags(),
     shell:
         "python -m common.eval --model {input.model} --tokenizer {input.model} --split {input.split}"
         " --cloze {input.cloze} --choice {input.choice} --window {params.window} --stride {params.stride}"
-        " --batch-size 8 {params.max_tokens} --out {output} > {log} 2>&1"
+        " --batch-size 8 {params.max_tokens} {params.compute} --out {output} > {log} 2>&1"
 
 
 rule lm_eval_model:
