@@ -93,7 +93,7 @@ def test_the_record_holds_the_history_unit_and_the_accumulation(setup, runs, uni
               "observer_options": {"window": 3}, "history_unit": unit, "layers": meta["qat"]["layers"],
               "recipe": {"type": "delayed_scaling", "format": "hif8", "max_val": 15.0, "observer": "max_window",
                          "observer_options": {"window": 3}, "history_unit": unit,
-                         "roles": ["input", "weight", "grad_output"], "name": None}}
+                         "roles": ["input", "weight", "grad_output"], "name": None, "amax_reduction": "none"}}
     assert read_json(root / "run" / "qat.json") == record
     assert meta["qat"] == {**record, "saturation": meta["qat"]["saturation"]}
     assert json.loads((root / "out" / "lowbit_metadata.json").read_text()) == meta
