@@ -29,7 +29,7 @@ def train_run(args: argparse.Namespace) -> None:
     maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
                   args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
                   fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
-                  history_unit=config["history_unit"])
+                  history_unit=config["history_unit"], amax_reduction=config.get("amax_reduction", "none"))
 
 
 def evaluate(args: argparse.Namespace) -> None:

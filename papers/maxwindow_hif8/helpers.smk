@@ -38,19 +38,22 @@ MW_EVALUATIONS = [
 
 
 def mw_run_config(wildcards):
-    """What one run depends on, alone (a changed threshold or another run's setting reruns no training)."""
+    """What one run depends on, alone (a changed threshold or another run's setting reruns no training).
+    ``amax_reduction`` is passed only when it is not the default "none" (the train step reads a missing key as
+    "none"), so the params of per-rank runs, every run trained before the key existed, stay as they were."""
     settings = run_settings(MW, wildcards.mw_run)
     options = {settings["observer"]: settings["observer_options"]} if settings["observer"] else {}
-    return json_arg(
-        {
-            "format": MW["format"],
-            "max_val": MW["max_val"],
-            "history_unit": MW["history_unit"],
-            "train": MW["train"],
-            "learning_rates": {settings["rate"]: settings["lr"]},
-            "observer_options": options,
-        }
-    )
+    run = {
+        "format": MW["format"],
+        "max_val": MW["max_val"],
+        "history_unit": MW["history_unit"],
+        "train": MW["train"],
+        "learning_rates": {settings["rate"]: settings["lr"]},
+        "observer_options": options,
+    }
+    if MW["amax_reduction"] != "none":
+        run["amax_reduction"] = MW["amax_reduction"]
+    return json_arg(run)
 
 
 def mw_run_files(name):
