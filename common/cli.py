@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import torch
+
     from common.compute import Compute
     from common.uncertainty import Evidence
 
@@ -79,3 +81,11 @@ def compute_settings(args: argparse.Namespace) -> Compute:
     from common.compute import Compute
 
     return Compute(args.device, args.dtype)
+
+
+def device_setting(args: argparse.Namespace) -> torch.device:
+    """The device of a training step's ``--device`` (:data:`DEVICE_FLAG`, :meth:`common.compute.Compute.torch_device`),
+    ValueError naming a bad value or a CUDA device this machine lacks."""
+    from common.compute import Compute
+
+    return Compute(args.device).torch_device()

@@ -83,7 +83,7 @@ def prepare(model: nn.Module, recipe: Recipe | str, filter_fn: FilterFn | None =
         handle = attach_fake_quant(model, recipe, names)
     elif isinstance(recipe, DelayedScalingRecipe):
         handle = attach_w8a8(model, names, recipe.format, recipe.observer, dict(recipe.observer_options),
-                             recipe.max_val, recipe.history_unit, recipe.roles)
+                             recipe.max_val, recipe.history_unit, recipe.roles, recipe.amax_reduction)
     else:
         handle = attach_lowbit(model, names, recipe.bits, activation_bits=recipe.activation_bits,
                                hadamard=recipe.hadamard)

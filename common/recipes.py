@@ -39,6 +39,7 @@ _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_s
 _RECIPE_FIELDS = ("name", "weights", "activations")
 HISTORY_UNITS = ("call", "step")  # what one amax history entry is: a forward/backward call or an optimizer step
 ROLES = ("input", "weight", "grad_output")  # the operands of a Linear's three GEMMs (forward, dgrad, wgrad)
+AMAX_REDUCTIONS = ("none", "data_parallel")  # whose amax a call observes: its own rank's, or the max over the ranks
 LOWBIT_BITS = (1, 1.58, 2, 3, 4)  # ParetoQ weight bit widths (1.58: ternary)
 ACTIVATION_BITS = (8,)  # ParetoQ's A8: int8 per token
 
@@ -205,6 +206,13 @@ def check_roles(roles: Any) -> tuple[str, ...]:
     return tuple(role for role in ROLES if role in roles)
 
 
+def check_amax_reduction(amax_reduction: Any) -> str:
+    """``amax_reduction`` if it is one of :data:`AMAX_REDUCTIONS`, else ValueError naming it."""
+    if amax_reduction not in AMAX_REDUCTIONS:
+        raise ValueError(f"unknown amax_reduction {amax_reduction!r}; valid: {', '.join(AMAX_REDUCTIONS)}")
+    return amax_reduction
+
+
 def _without_type(data: Mapping[str, Any], expected: str) -> dict[str, Any]:
     """``data`` without its ``"type"`` key; ValueError when that key names another recipe type."""
     if not isinstance(data, Mapping):
@@ -235,6 +243,25 @@ class DelayedScalingRecipe:
     roles: the operands quantized, a subset of :data:`ROLES` (default all three, the paper's W8A8 with 8-bit
         gradients; ``("input", "weight")`` quantizes the forward only); the others stay in full precision.
     name: a label.
+    amax_reduction: whose amax a training call observes (:data:`AMAX_REDUCTIONS`):
+
+        * ``"none"`` (default; per rank, as the authors' code): each data-parallel rank observes its own amax
+          ``a = max |t|``, so the ranks' histories and scales drift apart where their micro-batches differ.
+        * ``"data_parallel"``: the call's amax is all-reduced with MAX over the default process group (or the group
+          given to :func:`common.qat.attach_w8a8`), ``a = max_r max |t_r|``, BEFORE it is used (cold start,
+          ``current``) and before it enters the history: every rank holds the same history and quantizes with the
+          same scale, the one a single device would use on the call's whole data-parallel batch. Without an
+          initialised process group, or with a group of one rank, nothing is reduced (``"none"``'s numerics).
+
+        TransformerEngine's analogue is ``DelayedScaling(reduce_amax=True)`` (TE's default, not ours) under
+        ``autocast(amax_reduction_group=group)`` (formerly ``fp8_autocast(fp8_group=group)``): each tensor's amax
+        is recorded during its cast; at the end of the forward region (and of the backward) the region's amaxes
+        are concatenated, all-reduced with MAX over the group and only then rolled into the histories and turned
+        into scales. What is reduced (this call's amax, before it enters the history) and the effect (identical
+        histories and scales on every rank) are the same here. The cost is not batched: one blocking all-reduce
+        of two float64 numbers per quantized tensor per training call (three per layer per micro-batch with every
+        role), issued at once because the cold start and ``current`` need the reduced amax before the cast.
+        Evaluation calls (under ``torch.no_grad()``) never communicate.
     """
 
     format: str = "hif8"
@@ -244,6 +271,7 @@ class DelayedScalingRecipe:
     history_unit: str = "call"
     roles: tuple[str, ...] = ROLES
     name: str | None = None
+    amax_reduction: str = "none"
 
     def __post_init__(self) -> None:
         lookup(FORMATS, self.format, "format")
@@ -257,6 +285,7 @@ class DelayedScalingRecipe:
         if self.history_unit not in HISTORY_UNITS:
             raise ValueError(f"unknown history_unit {self.history_unit!r}; valid: {', '.join(HISTORY_UNITS)}")
         object.__setattr__(self, "roles", check_roles(self.roles))
+        check_amax_reduction(self.amax_reduction)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``observer_options`` as a dict, ``roles`` as a list)."""
@@ -264,7 +293,8 @@ class DelayedScalingRecipe:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DelayedScalingRecipe:
-        """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted); unknown keys are a ValueError."""
+        """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted; a record without ``amax_reduction``, written
+        before the field existed, reads as ``"none"``); unknown keys are a ValueError."""
         fields = _without_type(data, "delayed_scaling")
         _check_keys(fields, tuple(cls.__dataclass_fields__), "delayed-scaling recipe")
         fields["observer_options"] = tuple(dict(fields.get("observer_options") or {}).items())

@@ -43,12 +43,16 @@ and ``Q_w(W)`` are saved for the backward (not re-quantized). The matmuls of the
 
 Telemetry, one row per role per call (:data:`TELEMETRY_FIELDS`; ``grad_accum`` rows per layer, role and step):
 
-* ``step`` (the handle's step counter), ``layer``, ``role``, ``amax`` ``a``;
-* ``predicted_amax``: the amax the scale came from, ``p`` (or ``a`` on a cold start); ``scale``: ``s``;
+* ``step`` (the handle's step counter), ``layer``, ``role``, ``amax``: this rank's own amax ``max |t|`` (with
+  ``amax_reduction="data_parallel"`` too: every statistic of a row describes the rank's own tensor);
+* ``predicted_amax``: the amax the scale came from, ``p`` (or ``a`` on a cold start: the reduced amax with
+  ``"data_parallel"``, at least the row's ``amax``); ``scale``: ``s`` (with ``"data_parallel"`` both are the same on
+  every rank);
 * ``clipped_fraction``: fraction of values with ``|t s| > fmt.max`` in float32 (clipped by the format);
 * ``over_range_fraction``: fraction of values with ``|t| > predicted_amax`` in float32 (outside the range the scale
   maps onto ``[-max_val, max_val]``);
-* ``overflow``: ``a > p``, a saturation event of the delayed scale (never on a cold start); ``cold_start``;
+* ``overflow``: ``amax > predicted_amax``, a saturation event of the delayed scale on this rank's tensor (never on a
+  cold start); ``cold_start``;
 * ``rel_error``: ``||Q(t) - t||_2 / ||t||_2`` of this call's tensor and the ``Q(t)`` the matmuls use (in ``t``'s
   dtype), float32 row sums of squares accumulated over the rows in float64 (:func:`relative_error`: ~1e-7
   relative accuracy); 0 for an all-zero tensor;
@@ -67,8 +71,20 @@ float32 passes at every call (about one qdq). :func:`saturation_summary` aggrega
 stored by column (:class:`Telemetry`: about 90 bytes a row; appending is O(1), reading, writing and the state
 O(rows)).
 
-Per-rank: under DDP each rank keeps its own observers (the amaxes are not all-reduced across ranks, unlike the
-authors' code). The observers and the telemetry hold Python floats, so every role costs a few device
+Data parallelism (``amax_reduction``, :data:`common.recipes.AMAX_REDUCTIONS`; the recipe field documents it and its
+TransformerEngine analogue): under DDP each rank keeps its own observers. With ``"none"`` (default; per rank, as the
+authors' code) a rank observes the amaxes of its own micro-batches. With ``"data_parallel"`` every training call
+replaces ``a`` above by :func:`all_reduce_amax` of it, ``a = max over the ranks r of max |t_r|`` (MAX over the
+default process group or ``amax_group``), before the prediction (so also on a cold start and for ``current``) and
+before it enters the history: every rank holds the same history and pending step maximum and quantizes with the same
+scale. That costs one blocking all-reduce (two float64 numbers) per quantized tensor per training call, not batched;
+every rank must make the same calls in the same order, as DDP's identical graphs do. Evaluation calls never
+communicate (their amax stays local). Without an initialised process group, or with a group of one rank, nothing is
+reduced and the numerics are ``"none"``'s, bit for bit. The weight role's amax is the same on every rank under DDP
+(the replicas stay identical), so its reduction changes nothing but still costs its all-reduce. Resuming:
+:func:`common.train.train` checkpoints rank 0's state only, which with ``"data_parallel"`` is every rank's (a
+resumed DDP run continues exactly) and with ``"none"`` is restored on every rank (TransformerEngine's caveat for
+``reduce_amax=False``). The observers and the telemetry hold Python floats, so every role costs a few device
 synchronisations per call on GPUs.
 
 Evaluation (calls under ``torch.no_grad()``) quantizes with the current prediction (its own amax on a cold start)
@@ -89,13 +105,14 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from common.formats import Family, Format, get_format, mantissa_bits
 from common.io import atomic_path
 from common.observers import HIF8_MAX_VAL, Observer, delayed_scale, make_observer
-from common.recipes import HISTORY_UNITS, ROLES, DelayedScalingRecipe, check_roles
+from common.recipes import HISTORY_UNITS, ROLES, DelayedScalingRecipe, check_amax_reduction, check_roles
 from common.select import DEFAULT_INCLUDE, linear_modules, select_linears
 
 from .scaled import float32, scaled_qdq
@@ -116,6 +133,22 @@ def tensor_amax(t: torch.Tensor) -> float:
         return 0.0
     low, high = (float(v) for v in torch.aminmax(t.detach()))
     return math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
+
+
+def all_reduce_amax(amax: float, device: torch.device, group: dist.ProcessGroup | None = None) -> float:
+    """``max`` of ``amax`` over the ranks of ``group`` (None: the default process group), NaN if any rank's is NaN;
+    ``amax`` itself without an initialised process group or with a group of one rank (module docstring).
+
+    One blocking all-reduce (MAX) of ``[amax, isnan(amax)]`` as float64 on ``device`` (the quantized tensor's: nccl
+    reduces GPU tensors only); exact, since the maximum is one of the ranks' amaxes, each a float32 / bf16 value.
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) <= 1:
+        return amax
+    nan = math.isnan(amax)
+    values = torch.tensor([0.0 if nan else amax, float(nan)], dtype=torch.float64, device=device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX, group=group)
+    reduced, any_nan = values.tolist()
+    return math.nan if any_nan else reduced
 
 
 def scale_for(amax: float, max_val: float) -> float:
@@ -291,18 +324,25 @@ def check_history_unit(history_unit: str) -> str:
 
 class RoleQuantizer:
     """Delayed-scaling fake quantizer of one tensor role of one layer (module docstring); ``pending`` is the
-    maximum of this step's amaxes not yet in the history (``history_unit="step"``; always None for ``"call"``)."""
+    maximum of this step's amaxes not yet in the history (``history_unit="step"``; always None for ``"call"``);
+    ``amax_reduction`` / ``amax_group``: whose amax a training call uses (module docstring, data parallelism)."""
 
     def __init__(self, layer: str, role: str, fmt: Format, observer: Observer, max_val: float,
-                 telemetry: Telemetry | None, history_unit: str = "call") -> None:
+                 telemetry: Telemetry | None, history_unit: str = "call", amax_reduction: str = "none",
+                 amax_group: dist.ProcessGroup | None = None) -> None:
         self.layer, self.role, self.fmt, self.observer = layer, role, fmt, observer
         self.max_val, self.telemetry = max_val, telemetry
         self.history_unit = check_history_unit(history_unit)
+        self.amax_reduction, self.amax_group = check_amax_reduction(amax_reduction), amax_group
         self.pending: float | None = None
 
     def __call__(self, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
-        """``Q(t)`` in ``t``'s dtype; ``observe=False`` leaves the observer and the telemetry alone."""
-        amax = tensor_amax(t)
+        """``Q(t)`` in ``t``'s dtype; ``observe=False`` leaves the observer and the telemetry alone (and, with
+        ``amax_reduction="data_parallel"``, uses the local amax: no communication)."""
+        local = tensor_amax(t)
+        amax = local
+        if observe and self.amax_reduction == "data_parallel":
+            amax = all_reduce_amax(local, t.device, self.amax_group)
         predicted = self.observer.predict(current=amax)
         cold_start = predicted is None
         used = amax if cold_start else predicted
@@ -310,7 +350,7 @@ class RoleQuantizer:
         quantized = scaled_qdq(t.detach(), scale, self.fmt)
         if observe:
             if self.telemetry is not None:
-                self.telemetry.record(self.layer, self.role, t, quantized, amax, used, scale, cold_start, self.fmt,
+                self.telemetry.record(self.layer, self.role, t, quantized, local, used, scale, cold_start, self.fmt,
                                       self.max_val)
             self.observe(amax)
         return quantized
@@ -337,18 +377,21 @@ class RoleQuantizer:
 
 class W8A8Layer:
     """The role quantizers of one Linear (every role of :data:`ROLES`, or the subset ``roles``: the others pass
-    through unquantized) and its ``enabled`` switch; ``linear`` is its forward."""
+    through unquantized) and its ``enabled`` switch; ``linear`` is its forward. ``amax_reduction`` and
+    ``amax_group``: as :func:`attach_w8a8`."""
 
     def __init__(self, name: str, fmt: str | Format = "hif8", observer: str = "max_window",
                  observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
                  telemetry: Telemetry | None = None, history_unit: str = "call",
-                 roles: Sequence[str] = ROLES) -> None:
+                 roles: Sequence[str] = ROLES, amax_reduction: str = "none",
+                 amax_group: dist.ProcessGroup | None = None) -> None:
         fmt = get_format(fmt)
         delayed_scale(1.0, max_val)  # validates max_val
         self.name, self.enabled = name, True
         self.history_unit = check_history_unit(history_unit)
         self.quantizers = {role: RoleQuantizer(name, role, fmt, make_observer(observer, **(observer_options or {})),
-                                               max_val, telemetry, history_unit) for role in check_roles(roles)}
+                                               max_val, telemetry, history_unit, amax_reduction, amax_group)
+                           for role in check_roles(roles)}
 
     def quantize(self, role: str, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
         """``Q_role(t)`` (:class:`RoleQuantizer`), or ``t`` itself for a role this layer does not quantize."""
@@ -511,25 +554,30 @@ class W8A8Handle:
 
 def attach_w8a8(model: nn.Module, names: Sequence[str], fmt: str | Format = "hif8", observer: str = "max_window",
                 observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
-                history_unit: str = "call", roles: Sequence[str] = ROLES) -> W8A8Handle:
+                history_unit: str = "call", roles: Sequence[str] = ROLES, amax_reduction: str = "none",
+                amax_group: dist.ProcessGroup | None = None) -> W8A8Handle:
     """Make the Linear modules ``names`` of ``model`` compute :class:`W8A8LinearFunction` (module docstring), with
     one history entry per call or per optimizer step (``history_unit``, module docstring), quantizing the operands
-    ``roles`` (default all of :data:`ROLES`; the others pass through in full precision).
+    ``roles`` (default all of :data:`ROLES`; the others pass through in full precision), each training call
+    observing its rank's own amax (``amax_reduction="none"``) or the maximum over the ranks of ``amax_group``
+    (``"data_parallel"``; None: the default process group, looked up at each call, so the group may be initialised
+    after attaching, as :func:`common.train.train` does).
 
     Each module's ``forward`` is overridden on the instance (no wrapper module, no new parameters: parameter
     names, ``state_dict`` keys and optimizer state are unchanged); the layers start enabled with empty observers.
-    ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option, history unit or role,
-    a bad ``max_val``, or a module whose forward is already overridden.
+    ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option, history unit, role or
+    amax reduction, a bad ``max_val``, or a module whose forward is already overridden.
     """
     DelayedScalingRecipe(fmt if isinstance(fmt, str) else fmt.name, max_val, observer,  # the one validator
-                         tuple((observer_options or {}).items()), history_unit, tuple(roles))
+                         tuple((observer_options or {}).items()), history_unit, tuple(roles),
+                         amax_reduction=amax_reduction)
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if "forward" in module.__dict__:
             raise ValueError(f"module {name!r} already has an instance forward (W8A8 attached twice?)")
     telemetry = Telemetry()
-    layers = {name: W8A8Layer(name, fmt, observer, observer_options, max_val, telemetry, history_unit, roles)
-              for name in modules}
+    layers = {name: W8A8Layer(name, fmt, observer, observer_options, max_val, telemetry, history_unit, roles,
+                              amax_reduction, amax_group) for name in modules}
     for name, module in modules.items():
         module.forward = functools.partial(_quantized_forward, module, layers[name])
     return W8A8Handle(modules, layers, telemetry, history_unit)

@@ -18,8 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from common.cli import DEVICE_FLAG
-from common.compute import Compute
+from common.cli import DEVICE_FLAG, device_setting
 from common.data.documents import read_jsonl
 from common.data.tokenizer import load_tokenizer, token_stream
 from common.models import ARCHITECTURES, build_model, count_parameters, load_model, save_checkpoint
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         values = json.loads(args.config.read_text()) if args.config else {}
         values.update(json.loads(args.config_json) if args.config_json else {})
         config = TrainConfig.from_dict({**values, **_parse_overrides(args.set)})
-        device = Compute(args.device).torch_device()
+        device = device_setting(args)
         if args.init in ARCHITECTURES:
             if args.tokenizer is None:
                 raise ValueError("--tokenizer is required when --init is an architecture name")

@@ -22,6 +22,7 @@ from common.cli import (
     MANY,
     REQUIRED,
     compute_settings,
+    device_setting,
     evidence_settings,
     run_step,
     step_parser,
@@ -39,7 +40,8 @@ def train_run(args: argparse.Namespace) -> None:
     maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
                   args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
                   fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
-                  history_unit=config["history_unit"], device=compute_settings(args).torch_device())
+                  history_unit=config["history_unit"], amax_reduction=config["amax_reduction"],
+                  device=device_setting(args))
 
 
 def evaluate(args: argparse.Namespace) -> None:

@@ -3,8 +3,9 @@ either unquantized (the BF16 baseline; "BF16" = the model's own precision) or wi
 (:func:`common.qat.attach_w8a8` on the paper's selection :func:`common.qat.w8a8_selection`: MLP gate/up/down,
 the first 3 and last 2 of 26 blocks, or the same proportion, left unquantized) with one amax observer, its
 history unit (``"call"``: one entry per forward / backward call, i.e. per micro-batch, as the authors' code;
-``"step"``: one per optimizer step) and an optional BF16 warmup of ``warmup_steps`` optimizer steps
-(:class:`common.qat.BF16Warmup`).
+``"step"``: one per optimizer step), its amax reduction across data-parallel ranks (``"none"``: per rank, as the
+authors' code; ``"data_parallel"``: the maximum over the ranks, under ``torchrun``) and an optional BF16 warmup of
+``warmup_steps`` optimizer steps (:class:`common.qat.BF16Warmup`).
 
 The run is :func:`common.qat.run.qat_run` with a :class:`W8A8Attachment` (resume and the stale-checkpoint guard are
 the skeleton's; the seed ``config.seed`` fixes the data order). Outputs: the trained checkpoint of the latent
@@ -60,20 +61,20 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
                   validation_split: str | os.PathLike[str] | None, config: TrainConfig,
                   run_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, observer: str | None,
                   warmup_steps: int = 0, fmt: str = "hif8", observer_options: Mapping[str, Any] | None = None,
-                  max_val: float = 15.0, history_unit: str = "call", device: torch.device | None = None
-                  ) -> dict[str, Any]:
+                  max_val: float = 15.0, history_unit: str = "call", amax_reduction: str = "none",
+                  device: torch.device | None = None) -> dict[str, Any]:
     """Train one run (module docstring) on ``device`` (None: CUDA when present); ``observer=None`` is the unquantized
     baseline. Returns the metadata of
     :func:`common.qat.run.qat_run` (``qat``: observer, format, warmup_steps, max_val, observer_options,
-    history_unit, layers, the run's :class:`common.recipes.DelayedScalingRecipe` record (None for BF16) and the
-    saturation summary). ValueError for a bad setting, before anything is loaded."""
+    history_unit, layers, the run's :class:`common.recipes.DelayedScalingRecipe` record (None for BF16; it holds
+    ``amax_reduction``) and the saturation summary). ValueError for a bad setting, before anything is loaded."""
     if observer is not None and observer not in OBSERVER_NAMES:
         raise ValueError(f"unknown observer {observer!r}; valid: {', '.join(OBSERVER_NAMES)} (or None for BF16)")
     if not 0 <= warmup_steps <= config.max_steps:
         raise ValueError(f"warmup_steps must be in [0, max_steps={config.max_steps}], got {warmup_steps}")
     quantized = observer is not None
-    recipe = DelayedScalingRecipe(fmt, max_val, observer, tuple((observer_options or {}).items()),
-                                  history_unit) if quantized else None
+    recipe = DelayedScalingRecipe(fmt, max_val, observer, tuple((observer_options or {}).items()), history_unit,
+                                  amax_reduction=amax_reduction) if quantized else None
 
     def attach(model: torch.nn.Module) -> W8A8Attachment:
         layers = w8a8_selection(model) if quantized else []
@@ -84,7 +85,7 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
         if not quantized:
             return W8A8Attachment(record)
         handle = attach_w8a8(model, layers, fmt=fmt, observer=observer, observer_options=dict(observer_options or {}),
-                             max_val=max_val, history_unit=history_unit)
+                             max_val=max_val, history_unit=history_unit, amax_reduction=amax_reduction)
         return W8A8Attachment(record, handle, warmup_steps)
 
     return qat_run(init, train_split, validation_split, config, run_dir, out, attach, device)

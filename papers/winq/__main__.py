@@ -28,6 +28,7 @@ from common.cli import (
     MANY,
     REQUIRED,
     compute_settings,
+    device_setting,
     evidence_settings,
     require_paths,
     run_step,
@@ -68,7 +69,7 @@ def train_run(args: argparse.Namespace) -> None:
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
              every=interpolation.get("every"), strength=interpolation.get("strength", WINQ_STRENGTH),
              noise_sigma=settings["noise_sigma"], hadamard=settings["hadamard"],
-             device=compute_settings(args).torch_device())
+             device=device_setting(args))
 
 
 def evaluate(args: argparse.Namespace) -> None:

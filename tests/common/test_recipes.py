@@ -72,6 +72,9 @@ def test_a_record_without_a_type_is_a_block_recipe():
     (lambda: DelayedScalingRecipe(observer_options={"alpha": 0.1}), r"unknown option 'alpha' for observer "
                                                                      r"'max_window'; valid options: window"),
     (lambda: DelayedScalingRecipe(history_unit="batch"), r"unknown history_unit 'batch'; valid: call, step"),
+    (lambda: DelayedScalingRecipe(amax_reduction="world"), r"unknown amax_reduction 'world'; valid: none, "
+                                                           r"data_parallel"),
+    (lambda: DelayedScalingRecipe(amax_reduction=None), r"unknown amax_reduction None"),
     (lambda: DelayedScalingRecipe(roles=("input", "input")), r"roles must be a non-empty subset of input, weight, "
                                                              r"grad_output without repeats, got \('input', 'input'\)"),
     (lambda: DelayedScalingRecipe(roles="input"), r"roles must be a non-empty subset .*got 'input'"),
@@ -101,6 +104,16 @@ def test_roles_are_stored_in_gemm_order():
     assert recipe.roles == ("input", "weight")
     assert recipe.to_dict()["roles"] == ["input", "weight"]
     assert DelayedScalingRecipe.from_dict(recipe.to_dict()) == recipe
+
+
+def test_amax_reduction_is_part_of_the_record():
+    recipe = DelayedScalingRecipe(amax_reduction="data_parallel", name="dp")
+    record = json.loads(json.dumps(recipe_to_dict(recipe)))
+    assert record["amax_reduction"] == "data_parallel"
+    assert recipe_from_dict(record) == recipe
+    assert RECIPES["HIF8_W8A8"].amax_reduction == "none"  # per rank by default, as the authors' code
+    old = {key: value for key, value in recipe_to_dict(RECIPES["HIF8_W8A8"]).items() if key != "amax_reduction"}
+    assert recipe_from_dict(old) == RECIPES["HIF8_W8A8"]  # a record written before the field reads as "none"
 
 
 def test_learned_scales_spec_is_a_block_recipe_too():

@@ -93,7 +93,7 @@ def test_the_record_holds_the_history_unit_and_the_accumulation(setup, runs, uni
               "observer_options": {"window": 3}, "history_unit": unit, "layers": meta["qat"]["layers"],
               "recipe": {"type": "delayed_scaling", "format": "hif8", "max_val": 15.0, "observer": "max_window",
                          "observer_options": {"window": 3}, "history_unit": unit,
-                         "roles": ["input", "weight", "grad_output"], "name": None}}
+                         "roles": ["input", "weight", "grad_output"], "name": None, "amax_reduction": "none"}}
     assert read_json(root / "run" / "qat.json") == record
     assert meta["qat"] == {**record, "saturation": meta["qat"]["saturation"]}
     assert json.loads((root / "out" / "lowbit_metadata.json").read_text()) == meta
@@ -159,7 +159,8 @@ def test_a_checkpoint_of_other_qat_settings_is_not_resumed(setup, tmp_path, monk
 
 
 def test_the_train_step(setup, runs, tmp_path):
-    settings = {"format": "hif8", "max_val": 15.0, "history_unit": "step", "observers": ["max_window"],
+    settings = {"format": "hif8", "max_val": 15.0, "history_unit": "step", "amax_reduction": "none",
+                "observers": ["max_window"],
                 "observer_options": {"max_window": {"window": 3}}, "learning_rates": {"high": 1e-2, "low": 1e-3},
                 "bf16_warmup_steps": 2,
                 "train": {"max_steps": 6, "seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "warmup_steps": 1,

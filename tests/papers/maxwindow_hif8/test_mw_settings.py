@@ -40,6 +40,7 @@ def test_every_profile_validates(raw, profile, runs, seeds, accumulation):
     assert active["seeds"] == seeds
     assert active["train"]["grad_accum"] == accumulation
     assert active["history_unit"] == "call"
+    assert active["amax_reduction"] == "none"  # per rank, as the authors' code
     rates = active["learning_rates"]
     assert rates["high"] == pytest.approx(10 * rates["low"], rel=1e-12)  # the paper's ratio
 
@@ -49,6 +50,8 @@ def test_a_wrong_key_is_named(raw):
         validate({**raw, "train": {**raw["train"], "max_stpes": 3}}, SCHEMA)
     with pytest.raises(WorkflowError, match="'minute' is not one of"):
         validate({**raw, "history_unit": "minute"}, SCHEMA)
+    with pytest.raises(WorkflowError, match="'all_ranks' is not one of"):
+        validate({**raw, "amax_reduction": "all_ranks"}, SCHEMA)
     with pytest.raises(WorkflowError, match="has non-unique elements"):
         validate({**raw, "seeds": [0, 0]}, SCHEMA)
 
