@@ -32,6 +32,6 @@ rule all:
     """Every report of every paper whose pipeline exists, the index, and the PDFs when latexmk is installed."""
     default_target: True
     input:
-        expand("reports/{paper}.html", paper=PAPERS),
-        "reports/index.html",
-        expand("reports/{paper}.pdf", paper=PAPERS) if shutil.which("latexmk") else [],
+        expand(f"{REPORTS}/{{paper}}.html", paper=PAPERS),
+        f"{REPORTS}/index.html",
+        expand(f"{REPORTS}/{{paper}}.pdf", paper=PAPERS) if shutil.which("latexmk") else [],

@@ -36,3 +36,17 @@ def active_profile(section: Mapping[str, Any], profile: str, name: str) -> dict[
     if profile not in profiles:
         raise ValueError(f"{name}: unknown profile {profile!r}; configured: {', '.join(profiles)}")
     return merged({k: v for k, v in section.items() if k != "profiles"}, profiles[profile] or {})
+
+
+SHORT_PATHS_PROFILE = "default"  # the profile whose files keep the short paths results/, reports/, logs/
+
+
+def profile_dirs(profile: str) -> tuple[str, str, str]:
+    """``(results, reports, logs)``: the folders of profile ``profile``'s files, ``results/<profile>``,
+    ``reports/<profile>`` and ``logs/<profile>``, or ``results``, ``reports`` and ``logs`` for the default
+    profile, so that the files of several profiles coexist. ValueError for a name that is not one path part."""
+    if not profile or "/" in profile or profile in (".", ".."):
+        raise ValueError(f"profile must name one folder, got {profile!r}")
+    if profile == SHORT_PATHS_PROFILE:
+        return "results", "reports", "logs"
+    return f"results/{profile}", f"reports/{profile}", f"logs/{profile}"

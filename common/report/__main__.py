@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.cli import run_step
+from common.config import SHORT_PATHS_PROFILE
 from common.io import read_json
 
 from .checksums import write_sha256sums
@@ -45,6 +46,18 @@ def pdf(args: argparse.Namespace) -> None:
     build_pdf(args.tex)
 
 
+def profile_indexes(out: str | os.PathLike[str], profile: str) -> list[dict[str, str]]:
+    """The index pages of the other profiles already built beside ``out``, the index of ``profile`` (the layout of
+    :func:`common.config.profile_dirs`: the default profile's ``reports/index.html``, every other's
+    ``reports/<profile>/index.html``): ``[{"profile", "href"}]``, the default first, then by name, ``href`` relative
+    to ``out``'s folder. Found on disk when the index is rendered: a navigation aid, no input of the build."""
+    out_dir = Path(out).resolve().parent
+    root = out_dir if profile == SHORT_PATHS_PROFILE else out_dir.parent
+    pages = [(SHORT_PATHS_PROFILE, root / "index.html")] if profile != SHORT_PATHS_PROFILE else []
+    pages += [(page.parent.name, page) for page in sorted(root.glob("*/index.html")) if page.parent.name != profile]
+    return [{"profile": name, "href": os.path.relpath(page, out_dir)} for name, page in pages if page.is_file()]
+
+
 def index(args: argparse.Namespace) -> None:
     if len(args.contexts) != len(args.reports):
         raise ValueError(f"--contexts and --reports must pair up: {len(args.contexts)} contexts, "
@@ -57,7 +70,7 @@ def index(args: argparse.Namespace) -> None:
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
                         "counts": verdict_counts(c["verdict"] for c in context["claims"]),
                         "checks": sum(bool(c["passed"]) for c in context["checks"])})
-    render_index(reports, args.out)
+    render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,9 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pdf", help="compile a report's LaTeX with latexmk")
     p.add_argument("--tex", required=True)
     p.set_defaults(run=pdf)
-    p = sub.add_parser("index", help="reports/index.html")
+    p = sub.add_parser("index", help="reports/index.html (reports/<profile>/index.html)")
     p.add_argument("--contexts", nargs="*", default=[])
     p.add_argument("--reports", nargs="*", default=[])
+    p.add_argument("--profile", default=SHORT_PATHS_PROFILE, help="the profile whose reports these are")
     p.add_argument("--out", required=True)
     p.set_defaults(run=index)
     return parser

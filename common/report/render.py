@@ -318,8 +318,11 @@ def build_pdf(tex: str | os.PathLike[str], *, log: str | os.PathLike[str] | None
     return tex.with_suffix(".pdf")
 
 
-def render_index(reports: Sequence[Mapping[str, Any]], out: str | os.PathLike[str]) -> None:
-    """``reports/index.html`` linking every report that exists: per report ``title``, ``href`` (relative),
-    ``counts`` (claims per verdict, :func:`common.report.claims.verdict_counts`) and ``checks`` (how many
-    implementation checks passed)."""
-    write_text(out, _environment(True).get_template("index.html.j2").render(reports=reports, verdicts=VERDICTS))
+def render_index(reports: Sequence[Mapping[str, Any]], out: str | os.PathLike[str], profile: str = "default",
+                 others: Sequence[Mapping[str, str]] = ()) -> None:
+    """The index page of profile ``profile`` linking every report that exists: per report ``title``, ``href``
+    (relative), ``counts`` (claims per verdict, :func:`common.report.claims.verdict_counts`) and ``checks`` (how many
+    implementation checks passed); ``others``: ``{"profile", "href"}`` of the other profiles' index pages built."""
+    page = _environment(True).get_template("index.html.j2").render(reports=reports, verdicts=VERDICTS,
+                                                                    profile=profile, others=others)
+    write_text(out, page)

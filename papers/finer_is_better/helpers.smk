@@ -3,7 +3,7 @@ from papers.finer_is_better.settings import KEY as FIB_KEY
 from papers.finer_is_better.settings import cells as fib_cells
 
 FIB = paper_config(FIB_KEY)
-FIB_DIR = f"results/{FIB_KEY}"
+FIB_DIR = f"{RESULTS}/{FIB_KEY}"
 FIB_MODELS = [CFG["base_model"], *FIB["model"]["external"]]
 FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model)]  # the model study's models
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]

@@ -12,7 +12,7 @@ rule fib_mse_cell:
     output:
         f"{FIB_DIR}/mse/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
     log:
-        "logs/finer_is_better/mse/{element}-{scale}-b{block}-{variant}.log",
+        f"{LOGS}/finer_is_better/mse/{{element}}-{{scale}}-b{{block}}-{{variant}}.log",
     wildcard_constraints:
         element="[a-z0-9]+",
         scale="[a-z0-9]+",
@@ -36,7 +36,7 @@ rule fib_mse_summary:
     output:
         f"{FIB_DIR}/mse/summary.json",
     log:
-        "logs/finer_is_better/mse_summary.log",
+        f"{LOGS}/finer_is_better/mse_summary.log",
     conda:
         CONDA_ENV
     params:
@@ -55,7 +55,7 @@ rule fib_ptq_unquantized:
     output:
         f"{FIB_DIR}/ptq/{{model}}/unquantized.json",
     log:
-        "logs/finer_is_better/ptq/{model}/unquantized.log",
+        f"{LOGS}/finer_is_better/ptq/{{model}}/unquantized.log",
     wildcard_constraints:
         model="[^/]+",
     conda:
@@ -78,7 +78,7 @@ rule fib_ptq_cells:
     output:
         expand(f"{FIB_DIR}/ptq/{{{{model}}}}/{{{{operands}}}}/{{cell}}.json", cell=fib_cells(FIB, "model")),
     log:
-        "logs/finer_is_better/ptq/{model}/{operands}.log",
+        f"{LOGS}/finer_is_better/ptq/{{model}}/{{operands}}.log",
     wildcard_constraints:
         model="[^/]+",
         operands="w|wa",
@@ -103,7 +103,7 @@ rule fib_gap_summary:
     output:
         f"{FIB_DIR}/ptq/{{model}}/summary.json",
     log:
-        "logs/finer_is_better/ptq/{model}/summary.log",
+        f"{LOGS}/finer_is_better/ptq/{{model}}/summary.log",
     conda:
         CONDA_ENV
     shell:
@@ -124,7 +124,7 @@ rule fib_figure_mse:
         ),
         pdf=f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.pdf",
     log:
-        "logs/finer_is_better/figures/mse-{scale}-{variant}.log",
+        f"{LOGS}/finer_is_better/figures/mse-{{scale}}-{{variant}}.log",
     wildcard_constraints:
         scale="[a-z0-9]+",
         variant="[a-z0-9_]+",
@@ -148,7 +148,7 @@ rule fib_figure_brute_force_ratio:
         ),
         pdf=f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.pdf",
     log:
-        "logs/finer_is_better/figures/brute-force-ratio-{scale}.log",
+        f"{LOGS}/finer_is_better/figures/brute-force-ratio-{{scale}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -170,7 +170,7 @@ rule fib_figure_sweep:
         ),
         pdf=f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.pdf",
     log:
-        "logs/finer_is_better/figures/sweep-{source}-{operands}.log",
+        f"{LOGS}/finer_is_better/figures/sweep-{{source}}-{{operands}}.log",
     wildcard_constraints:
         source="[^/]+",
         operands="w|wa",
@@ -192,7 +192,7 @@ rule fib_claims:
     output:
         report(f"{FIB_DIR}/claims.json", caption="report/claims.rst", category="Finer is Better"),
     log:
-        "logs/finer_is_better/claims.log",
+        f"{LOGS}/finer_is_better/claims.log",
     conda:
         CONDA_ENV
     params:
@@ -219,7 +219,7 @@ rule fib_context:
     output:
         f"{FIB_DIR}/report/context.json",
     log:
-        "logs/finer_is_better/context.log",
+        f"{LOGS}/finer_is_better/context.log",
     conda:
         CONDA_ENV
     params:
@@ -227,7 +227,7 @@ rule fib_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        metadata=[f"{RESULTS}/models/base/{CFG['base_model']}/lowbit_metadata.json"],
         examples=[
             f"{FIB_DIR}/ptq/{FIB_SWEEP[0]}/{FIB['model']['operands'][0]}/{fib_cells(FIB, 'model')[0]}.json",
             f"{FIB_DIR}/mse/{fib_cells(FIB, 'numerical')[0]}.json",

@@ -47,16 +47,16 @@ rule mw_evaluate:
     = after the shared checkpoint quantization."""
     input:
         bf16=f"{MW_TRAINED}/{{cell}}",
-        hif8=f"results/models/quantized/{MW_QUANTIZATION}/trained/{MW_KEY}/{{cell}}",
+        hif8=f"{RESULTS}/models/quantized/{MW_QUANTIZATION}/trained/{MW_KEY}/{{cell}}",
         pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
         shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
-        cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
-        choice=f"results/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
     output:
         pretrain=[f"{MW_DIR}/eval/{p}/{{cell}}/pretrain.json" for p in ("bf16", "hif8")],
         shift=[f"{MW_DIR}/eval/{p}/{{cell}}/shift.json" for p in ("bf16", "hif8")],
     log:
-        "logs/maxwindow_hif8/eval/{cell}.log",
+        f"{LOGS}/maxwindow_hif8/eval/{{cell}}.log",
     wildcard_constraints:
         cell=r"(bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+)/seed[0-9]+",
     conda:
@@ -78,13 +78,13 @@ rule mw_evaluate_base:
         model=MW_BASE_DIR,
         pretrain=f"data/corpora/{MW_CORPORA['pretrain']}/test.jsonl",
         shift=f"data/corpora/{MW_CORPORA['shift']}/test.jsonl",
-        cloze=f"results/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
-        choice=f"results/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{MW_CORPORA['pretrain']}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{MW_CORPORA['pretrain']}/choice.jsonl",
     output:
         pretrain=f"{MW_DIR}/eval/bf16/base/pretrain.json",
         shift=f"{MW_DIR}/eval/bf16/base/shift.json",
     log:
-        "logs/maxwindow_hif8/eval/base.log",
+        f"{LOGS}/maxwindow_hif8/eval/base.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -108,7 +108,7 @@ rule mw_summary:
     output:
         f"{MW_DIR}/summary.json",
     log:
-        "logs/maxwindow_hif8/summary.log",
+        f"{LOGS}/maxwindow_hif8/summary.log",
     conda:
         CONDA_ENV
     params:
@@ -123,7 +123,7 @@ rule mw_observer_study:
     output:
         f"{MW_DIR}/observer_study.json",
     log:
-        "logs/maxwindow_hif8/observer_study.log",
+        f"{LOGS}/maxwindow_hif8/observer_study.log",
     conda:
         CONDA_ENV
     params:
@@ -145,7 +145,7 @@ rule mw_figure_summary:
         ),
         pdf=f"{MW_DIR}/figures/{{figure}}.pdf",
     log:
-        "logs/maxwindow_hif8/figures/{figure}.log",
+        f"{LOGS}/maxwindow_hif8/figures/{{figure}}.log",
     wildcard_constraints:
         figure="loss-curves|downstream|forgetting",
     conda:
@@ -171,7 +171,7 @@ rule mw_figure_saturation:
         ),
         pdf=f"{MW_DIR}/figures/saturation.pdf",
     log:
-        "logs/maxwindow_hif8/figures/saturation.log",
+        f"{LOGS}/maxwindow_hif8/figures/saturation.log",
     conda:
         CONDA_ENV
     params:
@@ -194,7 +194,7 @@ rule mw_figure_observer_study:
         ),
         pdf=f"{MW_DIR}/figures/observer-study.pdf",
     log:
-        "logs/maxwindow_hif8/figures/observer-study.log",
+        f"{LOGS}/maxwindow_hif8/figures/observer-study.log",
     conda:
         CONDA_ENV
     shell:
@@ -215,7 +215,7 @@ rule mw_claims:
     output:
         report(f"{MW_DIR}/claims.json", caption="report/claims.rst", category="Max-Window HiF8"),
     log:
-        "logs/maxwindow_hif8/claims.log",
+        f"{LOGS}/maxwindow_hif8/claims.log",
     conda:
         CONDA_ENV
     params:
@@ -254,7 +254,7 @@ rule mw_context:
     output:
         f"{MW_DIR}/report/context.json",
     log:
-        "logs/maxwindow_hif8/context.log",
+        f"{LOGS}/maxwindow_hif8/context.log",
     conda:
         CONDA_ENV
     params:

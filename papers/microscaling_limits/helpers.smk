@@ -2,7 +2,7 @@
 from papers.microscaling_limits.settings import KEY as MSL_KEY
 
 MSL = paper_config(MSL_KEY)
-MSL_DIR = f"results/{MSL_KEY}"
+MSL_DIR = f"{RESULTS}/{MSL_KEY}"
 MSL_MODELS = [CFG["base_model"], *MSL["model"]["external"]]
 MSL_TENSOR_MODELS = [CFG["base_model"] if m == "base" else m for m in MSL["tensors"]["models"]]
 MSL_CORPUS = MSL["model"]["corpus"] or CFG["data"]["pretrain"]

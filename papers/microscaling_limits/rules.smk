@@ -30,7 +30,7 @@ rule msl_theory:
     output:
         f"{MSL_DIR}/theory/{{element}}-{{scale}}-{{method}}.json",
     log:
-        "logs/microscaling_limits/theory/{element}-{scale}-{method}.log",
+        f"{LOGS}/microscaling_limits/theory/{{element}}-{{scale}}-{{method}}.log",
     wildcard_constraints:
         element="[a-z0-9]+",
         scale="[a-z0-9]+",
@@ -50,7 +50,7 @@ rule msl_simulation:
     output:
         f"{MSL_DIR}/simulation/{{element}}-{{scale}}-b{{block}}-{{method}}.json",
     log:
-        "logs/microscaling_limits/simulation/{element}-{scale}-b{block}-{method}.log",
+        f"{LOGS}/microscaling_limits/simulation/{{element}}-{{scale}}-b{{block}}-{{method}}.log",
     wildcard_constraints:
         element="[a-z0-9]+",
         scale="[a-z0-9]+",
@@ -73,7 +73,7 @@ rule msl_validation:
     output:
         f"{MSL_DIR}/validation.json",
     log:
-        "logs/microscaling_limits/validation.log",
+        f"{LOGS}/microscaling_limits/validation.log",
     conda:
         CONDA_ENV
     params:
@@ -90,7 +90,7 @@ rule msl_tensors:
     output:
         f"{MSL_DIR}/tensors/{{model}}.json",
     log:
-        "logs/microscaling_limits/tensors/{model}.log",
+        f"{LOGS}/microscaling_limits/tensors/{{model}}.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -111,7 +111,7 @@ rule msl_ptq_cell:
     output:
         f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json",
     log:
-        "logs/microscaling_limits/ptq/{model}/{cell}.log",
+        f"{LOGS}/microscaling_limits/ptq/{{model}}/{{cell}}.log",
     wildcard_constraints:
         cell="unquantized|[a-z0-9]+-[a-z0-9]+-b[0-9]+(-weights)?",
     conda:
@@ -131,12 +131,12 @@ rule msl_zero_shot_cell:
     in FP4, weights (-weights) or weights and activations, of the block Linears (a sweep point: the moved ones)."""
     input:
         model=model_dir,
-        cloze=f"results/tasks/{MSL_CORPUS}/cloze.jsonl",
-        choice=f"results/tasks/{MSL_CORPUS}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{MSL_CORPUS}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{MSL_CORPUS}/choice.jsonl",
     output:
         f"{MSL_DIR}/zeroshot/{{model}}/{{cell}}.json",
     log:
-        "logs/microscaling_limits/zeroshot/{model}/{cell}.log",
+        f"{LOGS}/microscaling_limits/zeroshot/{{model}}/{{cell}}.log",
     wildcard_constraints:
         cell="[a-z0-9]+-[a-z0-9]+-b[0-9]+(-weights)?",
     conda:
@@ -157,7 +157,7 @@ rule msl_preregister:
     output:
         MSL_PREREGISTERED,
     log:
-        "logs/microscaling_limits/sweep/preregistered.log",
+        f"{LOGS}/microscaling_limits/sweep/preregistered.log",
     conda:
         CONDA_ENV
     params:
@@ -173,7 +173,7 @@ rule msl_sweep_tensors:
     output:
         f"{MSL_DIR}/sweep/tensors/{{model}}.json",
     log:
-        "logs/microscaling_limits/sweep/tensors/{model}.log",
+        f"{LOGS}/microscaling_limits/sweep/tensors/{{model}}.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -202,7 +202,7 @@ rule msl_sweep_summary:
     output:
         f"{MSL_DIR}/sweep/summary.json",
     log:
-        "logs/microscaling_limits/sweep/summary.log",
+        f"{LOGS}/microscaling_limits/sweep/summary.log",
     conda:
         CONDA_ENV
     params:
@@ -222,7 +222,7 @@ rule msl_gap_summary:
     output:
         f"{MSL_DIR}/ptq/{{model}}/summary.json",
     log:
-        "logs/microscaling_limits/ptq/{model}/summary.log",
+        f"{LOGS}/microscaling_limits/ptq/{{model}}/summary.log",
     conda:
         CONDA_ENV
     shell:
@@ -244,7 +244,7 @@ rule msl_figure_theory_vs_simulation:
         ),
         pdf=f"{MSL_DIR}/figures/theory-vs-simulation-{{scale}}.pdf",
     log:
-        "logs/microscaling_limits/figures/theory-vs-simulation-{scale}.log",
+        f"{LOGS}/microscaling_limits/figures/theory-vs-simulation-{{scale}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -265,7 +265,7 @@ rule msl_figure_parts:
         ),
         pdf=f"{MSL_DIR}/figures/parts-{{scale}}-b{{block}}.pdf",
     log:
-        "logs/microscaling_limits/figures/parts-{scale}-b{block}.log",
+        f"{LOGS}/microscaling_limits/figures/parts-{{scale}}-b{{block}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -286,7 +286,7 @@ rule msl_figure_fit:
         ),
         pdf=f"{MSL_DIR}/figures/fit.pdf",
     log:
-        "logs/microscaling_limits/figures/fit.log",
+        f"{LOGS}/microscaling_limits/figures/fit.log",
     conda:
         CONDA_ENV
     shell:
@@ -308,7 +308,7 @@ rule msl_figure_crossovers:
         ),
         pdf=f"{MSL_DIR}/figures/crossovers.pdf",
     log:
-        "logs/microscaling_limits/figures/crossovers.log",
+        f"{LOGS}/microscaling_limits/figures/crossovers.log",
     conda:
         CONDA_ENV
     shell:
@@ -329,7 +329,7 @@ rule msl_figure_tensors:
         ),
         pdf=f"{MSL_DIR}/figures/tensors-{{model}}.pdf",
     log:
-        "logs/microscaling_limits/figures/tensors-{model}.log",
+        f"{LOGS}/microscaling_limits/figures/tensors-{{model}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -350,7 +350,7 @@ rule msl_figure_gap:
         ),
         pdf=f"{MSL_DIR}/figures/gap-{{model}}.pdf",
     log:
-        "logs/microscaling_limits/figures/gap-{model}.log",
+        f"{LOGS}/microscaling_limits/figures/gap-{{model}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -371,7 +371,7 @@ rule msl_figure_sweep:
         ),
         pdf=f"{MSL_DIR}/figures/sweep.pdf",
     log:
-        "logs/microscaling_limits/figures/sweep.log",
+        f"{LOGS}/microscaling_limits/figures/sweep.log",
     conda:
         CONDA_ENV
     shell:
@@ -394,7 +394,7 @@ rule msl_claims:
     output:
         report(f"{MSL_DIR}/claims.json", caption="report/claims.rst", category="Is finer better?"),
     log:
-        "logs/microscaling_limits/claims.log",
+        f"{LOGS}/microscaling_limits/claims.log",
     conda:
         CONDA_ENV
     params:
@@ -426,7 +426,7 @@ rule msl_context:
     output:
         f"{MSL_DIR}/report/context.json",
     log:
-        "logs/microscaling_limits/context.log",
+        f"{LOGS}/microscaling_limits/context.log",
     conda:
         CONDA_ENV
     params:
@@ -434,7 +434,7 @@ rule msl_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"results/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        metadata=[f"{RESULTS}/models/base/{CFG['base_model']}/lowbit_metadata.json"],
         examples=[f"{MSL_DIR}/ptq/{CFG['base_model']}/{MSL_PTQ_CELLS[0]}.json", MSL_SWEEP_PTQ[1], MSL_SIM_CELLS[0]],
     shell:
         "python -m papers.microscaling_limits context --config-json {params.config} --profile {params.profile}"

@@ -5,10 +5,10 @@ from papers.winq.settings import KEY as WQ_KEY
 from papers.winq.settings import hessian_cells, run_config, training_cells
 
 WQ = paper_config(WQ_KEY)
-WQ_DIR = f"results/{WQ_KEY}"
-WQ_TRAINED = f"results/models/trained/{WQ_KEY}"
+WQ_DIR = f"{RESULTS}/{WQ_KEY}"
+WQ_TRAINED = f"{RESULTS}/models/trained/{WQ_KEY}"
 WQ_BASE = study_base_model(WQ, WQ_KEY)  # the study's base model: its own `base_model`, else the workflow's
-WQ_BASE_DIR = f"results/models/base/{WQ_BASE}"
+WQ_BASE_DIR = f"{RESULTS}/models/base/{WQ_BASE}"
 WQ_CELLS = training_cells(WQ)  # <run>/seed<k>, every seed of every run
 WQ_HESSIAN_CELLS = hessian_cells(WQ)
 WQ_CORPUS = CFG["data"]["pretrain"]  # QAT on the base model's own pretraining corpus, as the paper
@@ -16,7 +16,7 @@ WQ_CORPUS = CFG["data"]["pretrain"]  # QAT on the base model's own pretraining c
 # codes and the learned per-row scales (`python -m common.ptq quantize --recipe learned`).
 WQ_QUANTIZATION = "paretoq_learned"
 CFG.setdefault("quantization", {})[WQ_QUANTIZATION] = {"recipe": "learned"}
-WQ_QUANTIZED = expand(f"results/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{{cell}}", cell=WQ_CELLS)
+WQ_QUANTIZED = expand(f"{RESULTS}/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{{cell}}", cell=WQ_CELLS)
 WQ_EVALUATIONS = [*expand(f"{WQ_DIR}/eval/{{cell}}.json", cell=WQ_CELLS), f"{WQ_DIR}/eval/base.json"]
 WQ_HESSIANS = expand(f"{WQ_DIR}/hessian/{{cell}}.json", cell=WQ_HESSIAN_CELLS)
 # what one spectrum depends on (the absolute thresholds and the methods list are the summary's)
@@ -28,7 +28,7 @@ def wq_eval_model(wildcards):
     """The model an evaluation reads: the full-precision base model, or a cell's checkpoint quantization."""
     if wildcards.wq_model == "base":
         return WQ_BASE_DIR
-    return f"results/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{wildcards.wq_model}"
+    return f"{RESULTS}/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{wildcards.wq_model}"
 
 
 def wq_run_config(wildcards):

@@ -47,12 +47,12 @@ rule wq_evaluate:
     input:
         model=wq_eval_model,
         split=f"data/corpora/{WQ_CORPUS}/test.jsonl",
-        cloze=f"results/tasks/{WQ_CORPUS}/cloze.jsonl",
-        choice=f"results/tasks/{WQ_CORPUS}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{WQ_CORPUS}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{WQ_CORPUS}/choice.jsonl",
     output:
         f"{WQ_DIR}/eval/{{wq_model}}.json",
     log:
-        "logs/winq/eval/{wq_model}.log",
+        f"{LOGS}/winq/eval/{{wq_model}}.log",
     wildcard_constraints:
         wq_model=r"base|[a-z0-9.]+-(baseline|winq|interpolation|noise)/seed(0|[1-9][0-9]*)",
     conda:
@@ -76,7 +76,7 @@ rule wq_hessian:
     output:
         f"{WQ_DIR}/hessian/{{wq_run}}/seed{{wq_seed}}.json",
     log:
-        "logs/winq/hessian/{wq_run}/seed{wq_seed}.log",
+        f"{LOGS}/winq/hessian/{{wq_run}}/seed{{wq_seed}}.log",
     conda:
         CONDA_ENV
     threads: 1
@@ -103,7 +103,7 @@ rule wq_summary:
     output:
         f"{WQ_DIR}/summary.json",
     log:
-        "logs/winq/summary.log",
+        f"{LOGS}/winq/summary.log",
     conda:
         CONDA_ENV
     params:
@@ -127,7 +127,7 @@ rule wq_figure:
         ),
         pdf=f"{WQ_DIR}/figures/{{figure}}.pdf",
     log:
-        "logs/winq/figures/{figure}.log",
+        f"{LOGS}/winq/figures/{{figure}}.log",
     wildcard_constraints:
         figure="|".join(WQ_FIGURES),
     conda:
@@ -148,7 +148,7 @@ rule wq_claims:
     output:
         report(f"{WQ_DIR}/claims.json", caption="report/claims.rst", category="WinQ"),
     log:
-        "logs/winq/claims.log",
+        f"{LOGS}/winq/claims.log",
     conda:
         CONDA_ENV
     params:
@@ -173,7 +173,7 @@ rule wq_context:
     output:
         f"{WQ_DIR}/report/context.json",
     log:
-        "logs/winq/context.log",
+        f"{LOGS}/winq/context.log",
     conda:
         CONDA_ENV
     params:

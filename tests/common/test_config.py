@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from common.config import merged
+from common.config import merged, profile_dirs
 
 BASE = {
     "element": "e2m1",
@@ -60,3 +60,12 @@ def test_lookup_names_the_config_key():
         lookup({"a": 1}, "b", "thing", "section.field")
     with pytest.raises(ValueError, match=r"^unknown thing 'b'; valid things: a$"):
         lookup({"a": 1}, "b", "thing")
+
+
+def test_profile_dirs_keep_the_default_short_and_separate_the_rest():
+    assert profile_dirs("default") == ("results", "reports", "logs")
+    assert profile_dirs("smoke") == ("results/smoke", "reports/smoke", "logs/smoke")
+    assert profile_dirs("paper") == ("results/paper", "reports/paper", "logs/paper")
+    for bad in ("", "a/b", ".."):
+        with pytest.raises(ValueError, match=f"profile must name one folder, got {bad!r}"):
+            profile_dirs(bad)

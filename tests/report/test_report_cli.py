@@ -106,6 +106,23 @@ def test_index_links_relative_with_verdict_counts(workdir):
     assert "not testable at this scale</th>" in index
 
 
+def test_each_profile_index_links_the_other_profiles_built(workdir):
+    """reports/index.html (default profile) and reports/<profile>/index.html find each other once both exist."""
+    assert main(["index", "--out", "reports/index.html"]) == 0
+    (workdir / "reports" / "smoke").mkdir()
+    assert main(["index", "--profile", "smoke", "--out", "reports/smoke/index.html"]) == 0
+    smoke = (workdir / "reports" / "smoke" / "index.html").read_text()
+    assert "Profile <strong>smoke</strong>" in smoke
+    assert re.findall(r'href="([^"]*)"', smoke) == ["../index.html"]
+    (workdir / "reports" / "full").mkdir()
+    assert main(["index", "--profile", "full", "--out", "reports/full/index.html"]) == 0
+    assert re.findall(r'href="([^"]*)"', (workdir / "reports" / "full" / "index.html").read_text()) == [
+        "../index.html", "../smoke/index.html"]
+    assert main(["index", "--out", "reports/index.html"]) == 0  # the default's, rendered again, lists both
+    assert re.findall(r'href="([^"]*)"', (workdir / "reports" / "index.html").read_text()) == [
+        "full/index.html", "smoke/index.html"]
+
+
 def test_index_without_reports_and_mismatched_lists(workdir, capsys):
     assert main(["index", "--out", "reports/index.html"]) == 0
     assert "make reports" in (workdir / "reports" / "index.html").read_text()

@@ -11,14 +11,14 @@ import yaml
 
 pytestmark = pytest.mark.slow
 PAPER = "finer_is_better"
-CELL = "results/finer_is_better/ptq/smoke-c0.7/wa/e2m1-ue4m3-b4-four_over_six.json"
+CELL = "results/smoke/finer_is_better/ptq/smoke-c0.7/wa/e2m1-ue4m3-b4-four_over_six.json"
 NUMERICAL = {"absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists", "four_over_six_resolves_region_b",
              "four_over_six_pz_resolves_region_b", "four_over_six_alone_leaves_region_a",
              "brute_force_finer_is_better", "heuristics_short_of_brute_force"}
 
 
 def test_every_claim_has_its_rows_with_intervals(smoke_build):
-    document = json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())
+    document = json.loads((smoke_build / f"results/smoke/{PAPER}/claims.json").read_text())
     config = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]
     sweep_ids = set(config["claims"]) - NUMERICAL
     expected = NUMERICAL | {f"{cid}_{op}" for cid in sweep_ids for op in ("w", "wa")}
@@ -35,7 +35,7 @@ def test_every_claim_has_its_rows_with_intervals(smoke_build):
 
 
 def test_sweep_points_share_the_function_and_move_sigma(smoke_build):
-    points = {c: json.loads((smoke_build / f"results/{PAPER}/ptq/smoke-c{c}/summary.json").read_text())
+    points = {c: json.loads((smoke_build / f"results/smoke/{PAPER}/ptq/smoke-c{c}/summary.json").read_text())
               for c in ("2", "0.7", "0.25")}
     assert points["2"]["perplexity"] == pytest.approx(points["0.7"]["perplexity"], rel=1e-4)
     assert points["0.25"]["perplexity"] == pytest.approx(points["0.7"]["perplexity"], rel=1e-4)
@@ -44,9 +44,10 @@ def test_sweep_points_share_the_function_and_move_sigma(smoke_build):
 
 
 def test_checksums_cover_the_cells(smoke_build):
-    listed = {line.split("  ", 1)[1] for line in (smoke_build / f"reports/{PAPER}.SHA256SUMS").read_text().splitlines()}
-    assert {CELL, "results/finer_is_better/mse/summary.json",
-            "results/finer_is_better/mse/e2m1-ue4m3-b4-brute_force.json"} <= listed
+    sums = (smoke_build / f"reports/smoke/{PAPER}.SHA256SUMS").read_text()
+    listed = {line.split("  ", 1)[1] for line in sums.splitlines()}
+    assert {CELL, "results/smoke/finer_is_better/mse/summary.json",
+            "results/smoke/finer_is_better/mse/e2m1-ue4m3-b4-brute_force.json"} <= listed
 
 
 def test_one_cell_reruns_alone(smoke_build, run_snakemake):
@@ -59,6 +60,6 @@ def test_one_cell_reruns_alone(smoke_build, run_snakemake):
 def test_a_wrong_config_key_stops_before_any_work(smoke_build, run_snakemake):
     bad = smoke_build / "bad.yaml"
     bad.write_text("finer_is_better:\n  numerical:\n    sampels: 10\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "sampels" in run.stdout + run.stderr

@@ -22,9 +22,9 @@ def lm_eval_config(folder, tasks, include_path=None):
 def test_local_task_on_the_base_and_quantized_smoke_models(smoke_build, run_snakemake, tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    choice = smoke_build / "results/tasks/sotu/choice.jsonl"
+    choice = smoke_build / "results/smoke/tasks/sotu/choice.jsonl"
     write_task_yaml(tasks / "smoke_choice.yaml", "smoke_choice", "choice", choice)
-    targets = ["results/lm_eval/base/smoke.json", "results/lm_eval/quantized/mxfp4_mlp/base/smoke.json"]
+    targets = ["results/smoke/lm_eval/base/smoke.json", "results/smoke/lm_eval/quantized/mxfp4_mlp/base/smoke.json"]
     run = run_snakemake(smoke_build, *targets, "--configfile", lm_eval_config(tmp_path, ["smoke_choice"], tasks))
     assert run.returncode == 0, run.stderr[-3000:]
     base, quantized = (json.loads((smoke_build / target).read_text()) for target in targets)
@@ -32,14 +32,14 @@ def test_local_task_on_the_base_and_quantized_smoke_models(smoke_build, run_snak
     assert quantized["quantization"]["weights"]["elem"] == "e2m1"
     assert base["metrics"]["smoke_choice"]["sample_len"] == quantized["metrics"]["smoke_choice"]["sample_len"] == 20
     for target, evaluation in zip(targets, ("base/smoke", "quantized/mxfp4_mlp/base/smoke"), strict=True):
-        ours = json.loads((smoke_build / f"results/eval/{evaluation}/sotu-validation.json").read_text())
+        ours = json.loads((smoke_build / f"results/smoke/eval/{evaluation}/sotu-validation.json").read_text())
         first_20 = ours["metrics"]["choice"]["example_correct"][:20]  # our scorer on the same examples
         theirs = json.loads((smoke_build / target).read_text())["metrics"]["smoke_choice"]
         assert theirs["acc,none"] == sum(first_20) / 20
 
 
 def test_standard_tasks_offline_stop_with_one_line(smoke_build, run_snakemake, tmp_path):
-    target = "results/lm_eval/base/smoke.json"
+    target = "results/smoke/lm_eval/base/smoke.json"
     (smoke_build / target).unlink(missing_ok=True)
     run = run_snakemake(smoke_build, target, "--configfile", lm_eval_config(tmp_path, ["lambada_openai"]))
     assert run.returncode != 0

@@ -16,7 +16,7 @@ from common.qat import ROLES, TELEMETRY_FIELDS
 pytestmark = pytest.mark.slow
 PAPER = "maxwindow_hif8"
 RECIPE = "max_window-lrlow-w4/seed1"  # the smoke profile's warmup is 4 steps; its seeds 0 and 1
-RUN = f"results/models/trained/{PAPER}/{RECIPE}"
+RUN = f"results/smoke/models/trained/{PAPER}/{RECIPE}"
 CALLS = 2  # smoke: grad_accum 2, one history entry per call
 
 
@@ -25,7 +25,7 @@ def read_json(path):
 
 
 def test_the_paper_claims_are_all_checked(smoke_build):
-    document = read_json(smoke_build / f"results/{PAPER}/claims.json")
+    document = read_json(smoke_build / f"results/smoke/{PAPER}/claims.json")
     claims = {c["id"]: c for c in document["claims"]}
     specs = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]["claims"]
     assert list(claims) == list(specs)
@@ -49,22 +49,23 @@ def test_one_run_reruns_alone(smoke_build, run_snakemake):
 
 def test_checkpoint_quantization_holds_hif8_codes_of_the_trained_layers(smoke_build):
     trained = read_json(smoke_build / RUN / "lowbit_metadata.json")
-    quantized = smoke_build / f"results/models/quantized/hif8_w8a8/trained/{PAPER}/{RECIPE}"
+    quantized = smoke_build / f"results/smoke/models/quantized/hif8_w8a8/trained/{PAPER}/{RECIPE}"
     config = read_json(quantized / "quantization_config.json")
     assert config["modules"] == trained["qat"]["layers"]
     assert config["recipe"]["weights"]["elem"] == "hif8"
     assert config["recipe"]["activations"]["rule"] == "unit"
-    record = read_json(smoke_build / f"results/{PAPER}/eval/hif8/{RECIPE}/pretrain.json")
+    record = read_json(smoke_build / f"results/smoke/{PAPER}/eval/hif8/{RECIPE}/pretrain.json")
     assert record["quantization"]["recipe"] == config["recipe"]
     assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
-    assert set(read_json(smoke_build / f"results/{PAPER}/eval/hif8/{RECIPE}/shift.json")["metrics"]) == {"perplexity"}
-    plain = read_json(smoke_build / f"results/{PAPER}/eval/bf16/{RECIPE}/pretrain.json")  # the paper's evaluation
+    shift = read_json(smoke_build / f"results/smoke/{PAPER}/eval/hif8/{RECIPE}/shift.json")
+    assert set(shift["metrics"]) == {"perplexity"}
+    plain = read_json(smoke_build / f"results/smoke/{PAPER}/eval/bf16/{RECIPE}/pretrain.json")  # the paper's evaluation
     assert plain["quantization"] is None
     assert plain["metrics"]["perplexity"]["perplexity"] != record["metrics"]["perplexity"]["perplexity"]
 
 
 def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
-    runs = smoke_build / f"results/{PAPER}/runs"
+    runs = smoke_build / f"results/smoke/{PAPER}/runs"
     layers = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]["layers"]
     with open(runs / RECIPE / "telemetry.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -82,14 +83,13 @@ def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
     assert (runs / "bf16-lrlow/seed0" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
     qat = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]
     assert (qat["history_unit"], qat["observer"]) == ("call", "max_window")
-    seeds = {read_json(smoke_build / f"results/{PAPER}/runs/{RECIPE[:-1]}{k}/train_summary.json")["config"]["seed"]
-             for k in (0, 1)}
+    seeds = {read_json(runs / f"{RECIPE[:-1]}{k}/train_summary.json")["config"]["seed"] for k in (0, 1)}
     assert seeds == {0, 1}
 
 
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
     bad = smoke_build / "bad.yaml"
     bad.write_text("maxwindow_hif8:\n  observers: [most_recent, max_windw]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "max_windw" in run.stdout + run.stderr

@@ -10,15 +10,15 @@ import pytest
 
 pytestmark = pytest.mark.slow
 PAPER = "microscaling_limits"
-CELL = "results/microscaling_limits/ptq/smoke/e2m1-ue5m3-b8.json"
-SWEEP_CELL = "results/microscaling_limits/ptq/smoke-c0.25/e2m1-ue4m3-b16-weights.json"
-PREREGISTERED = "results/microscaling_limits/sweep/preregistered.json"
+CELL = "results/smoke/microscaling_limits/ptq/smoke/e2m1-ue5m3-b8.json"
+SWEEP_CELL = "results/smoke/microscaling_limits/ptq/smoke-c0.25/e2m1-ue4m3-b16-weights.json"
+PREREGISTERED = "results/smoke/microscaling_limits/sweep/preregistered.json"
 
 
 def test_the_paper_claims_are_all_rows(smoke_build):
     from papers.microscaling_limits.claims import CLAIM_IDS
 
-    document = json.loads((smoke_build / f"results/{PAPER}/claims.json").read_text())
+    document = json.loads((smoke_build / f"results/smoke/{PAPER}/claims.json").read_text())
     rows = {c["id"]: c for c in document["claims"]}
     assert list(rows) == list(CLAIM_IDS)
     assert all(c["passed"] for c in document["checks"])
@@ -40,7 +40,7 @@ def test_the_preregistration_has_no_model_input(smoke_build, run_snakemake):
 
 
 def test_theory_matches_simulation_within_two_percent(smoke_build):
-    validation = json.loads((smoke_build / f"results/{PAPER}/validation.json").read_text())
+    validation = json.loads((smoke_build / f"results/smoke/{PAPER}/validation.json").read_text())
     assert {p["scale"] for p in validation["points"]} == {"ue4m3", "ue5m3"}
     assert max(p["relative_error"] for p in validation["points"]) <= 0.02
 
@@ -56,6 +56,6 @@ def test_one_cell_reruns_alone(smoke_build, run_snakemake, cell):
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
     bad = smoke_build / "bad.yaml"
     bad.write_text("microscaling_limits:\n  model:\n    variants: [ue4m3, ue6m2]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "ue6m2" in run.stdout + run.stderr

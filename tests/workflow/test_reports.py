@@ -53,7 +53,7 @@ class Page(HTMLParser):
 
 def page(copy: Path, paper: str) -> Page:
     parser = Page()
-    parser.feed((copy / f"reports/{paper}.html").read_text(encoding="utf-8"))
+    parser.feed((copy / f"reports/smoke/{paper}.html").read_text(encoding="utf-8"))
     return parser
 
 
@@ -63,14 +63,14 @@ def test_html_is_self_contained_with_embedded_figures(smoke_build, paper):
     external = [u for u in parsed.urls if re.match(r"^\s*(https?:)?//", u[2], re.IGNORECASE)]
     assert external == []
     images = [value for tag, name, value in parsed.urls if tag == "img"]
-    context = json.loads((smoke_build / f"results/{paper}/report/context.json").read_text())
+    context = json.loads((smoke_build / f"results/smoke/{paper}/report/context.json").read_text())
     assert len(images) == len(context["figures"]) >= 5
     assert all(value.startswith("data:image/png;base64,") for value in images)
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_every_claim_row_has_a_computed_verdict(smoke_build, paper):
-    document = json.loads((smoke_build / f"results/{paper}/claims.json").read_text())
+    document = json.loads((smoke_build / f"results/smoke/{paper}/claims.json").read_text())
     claims = document["claims"]
     assert len(claims) >= 5
     for row in claims:  # each row re-validated: its verdict must follow from its interval by the rule
@@ -85,20 +85,22 @@ def test_every_claim_row_has_a_computed_verdict(smoke_build, paper):
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_checksums_verify_and_cover_the_report(smoke_build, paper):
-    check = subprocess.run(["sha256sum", "-c", f"reports/{paper}.SHA256SUMS"], cwd=smoke_build,
+    check = subprocess.run(["sha256sum", "-c", f"reports/smoke/{paper}.SHA256SUMS"], cwd=smoke_build,
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout[-2000:]
-    listed = {line.split("  ", 1)[1] for line in (smoke_build / f"reports/{paper}.SHA256SUMS").read_text().splitlines()}
-    assert {f"reports/{paper}.html", f"reports/{paper}.tex", f"results/{paper}/claims.json"} <= listed
+    sums = (smoke_build / f"reports/smoke/{paper}.SHA256SUMS").read_text()
+    listed = {line.split("  ", 1)[1] for line in sums.splitlines()}
+    assert {f"reports/smoke/{paper}.html", f"reports/smoke/{paper}.tex", f"results/smoke/{paper}/claims.json"} <= listed
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_index_links_the_report(smoke_build, paper):
-    assert f'href="{paper}.html"' in (smoke_build / "reports/index.html").read_text()
+    assert f'href="{paper}.html"' in (smoke_build / "reports/smoke/index.html").read_text()
 
 
 @pytest.mark.parametrize("paper", PAPERS)
-def test_notebook_executes_headless(smoke_build, paper):
+def test_notebook_executes_headless(smoke_build, paper, monkeypatch):
+    monkeypatch.setenv("LOWBIT_PROFILE", "smoke")  # the kernel inherits it: the notebook reads results/smoke/
     notebook = nbformat.read(smoke_build / f"papers/{paper}/explore.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(smoke_build)}}).execute()
@@ -109,8 +111,8 @@ def test_notebook_executes_headless(smoke_build, paper):
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_snakemake_workflow_report_is_offline(smoke_build, run_snakemake, paper):
-    out = smoke_build / f"reports/{paper}-workflow.html"
-    done = run_snakemake(smoke_build, f"reports/{paper}.html", "--report", str(out))
+    out = smoke_build / f"reports/smoke/{paper}-workflow.html"
+    done = run_snakemake(smoke_build, f"reports/smoke/{paper}.html", "--report", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     html = out.read_text(encoding="utf-8")
     assert re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.IGNORECASE) is None
@@ -119,7 +121,7 @@ def test_snakemake_workflow_report_is_offline(smoke_build, run_snakemake, paper)
 @pytest.mark.skipif(shutil.which("latexmk") is None, reason="latexmk is not installed")
 @pytest.mark.parametrize("paper", PAPERS)
 def test_latex_compiles_without_overfull_boxes_in_the_claims_table(smoke_build, paper, tmp_path):
-    tex = smoke_build / f"reports/{paper}.tex"
+    tex = smoke_build / f"reports/smoke/{paper}.tex"
     build_pdf(tex, log=tmp_path / "latex.log")  # a LaTeX error raises, naming it
     lines = tex.read_text(encoding="utf-8").splitlines()
     start = lines.index("\\section*{Claims}") + 1

@@ -10,18 +10,19 @@ pytestmark = pytest.mark.slow
 
 
 def test_shared_stages_artifacts(smoke_build):
-    stats = json.loads((smoke_build / "results/data/sotu.stats.json").read_text())
+    stats = json.loads((smoke_build / "results/smoke/data/sotu.stats.json").read_text())
     assert stats["train"]["documents"] + stats["validation"]["documents"] + stats["test"]["documents"] == 233
     assert stats["tokenizer"]["vocab_size"] == 2048
-    base = json.loads((smoke_build / "results/eval/base/smoke/sotu-validation.json").read_text())
+    base = json.loads((smoke_build / "results/smoke/eval/base/smoke/sotu-validation.json").read_text())
     quantized = json.loads(
-        (smoke_build / "results/eval/quantized/mxfp4_mlp/base/smoke/sotu-validation.json").read_text())
+        (smoke_build / "results/smoke/eval/quantized/mxfp4_mlp/base/smoke/sotu-validation.json").read_text())
     ppl = base["metrics"]["perplexity"]["perplexity"]
     assert 1 < ppl < 2048  # learned something: better than uniform over the vocabulary
     assert quantized["metrics"]["perplexity"]["perplexity"] != ppl
     assert quantized["quantization"]["recipe"]["weights"]["elem"] == "e2m1"
     assert base["metrics"]["choice"]["chance"] == 0.25
-    size = json.loads((smoke_build / "results/models/quantized/mxfp4_mlp/base/smoke/size_report.json").read_text())
+    quantized = smoke_build / "results/smoke/models/quantized/mxfp4_mlp/base/smoke"
+    size = json.loads((quantized / "size_report.json").read_text())
     assert size["checkpoint_bytes"] < size["original_bytes"]
 
 

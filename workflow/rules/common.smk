@@ -9,13 +9,17 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from common.config import merged
+from common.config import merged, profile_dirs
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
 from common.qat.run import seed_cell
 
 # CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
 CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
+# Where the profile's files go: results/, reports/ and logs/ for the default profile, results/<profile>/,
+# reports/<profile>/ and logs/<profile>/ for any other (common.config.profile_dirs), so that the results of every
+# profile coexist; data/ (corpora, tokenizers: keyed by their own parameters) is shared.
+RESULTS, REPORTS, LOGS = profile_dirs(config["profile"])
 
 
 envvars:
@@ -85,11 +89,11 @@ def quantization_args(name):
 
 # reports (workflow/rules/report.smk); PAPERS is set by the Snakefile once every paper is included
 def report_contexts(wildcards):
-    return expand("results/{paper}/report/context.json", paper=PAPERS)
+    return expand(f"{RESULTS}/{{paper}}/report/context.json", paper=PAPERS)
 
 
 def report_pages(wildcards):
-    return expand("reports/{paper}.html", paper=PAPERS)
+    return expand(f"{REPORTS}/{{paper}}.html", paper=PAPERS)
 
 
 # papers (papers/*/helpers.smk)
@@ -150,13 +154,13 @@ def model_dir(wildcards):
     unknown name and the accepted forms."""
     name = wildcards.model
     if name in CFG["base_models"]:
-        return f"results/models/base/{name}"
+        return f"{RESULTS}/models/base/{name}"
     if name in CFG["external_models"]:
-        return f"results/models/external/{name}"
+        return f"{RESULTS}/models/external/{name}"
     sweep = SWEEP_MODEL.fullmatch(name)
     known = [*CFG["base_models"], *CFG["external_models"]]
     if sweep and sweep["model"] in known and sweep_factor(sweep["factor"]):
-        return f"results/models/sweep/{sweep['model']}/c{sweep['factor']}"
+        return f"{RESULTS}/models/sweep/{sweep['model']}/c{sweep['factor']}"
     raise ValueError(
         f"unknown model {name!r}: neither a base model ({', '.join(CFG['base_models'])}), an external model"
         f" ({', '.join(CFG['external_models'])}) nor a sweep point <model>-c<factor> of one of them, the factor"

@@ -10,7 +10,7 @@ rule fetch_corpus:
     output:
         "data/archives/{archive}",
     log:
-        "logs/fetch_corpus/{archive}.log",
+        f"{LOGS}/fetch_corpus/{{archive}}.log",
     conda:
         CONDA_ENV
     params:
@@ -27,7 +27,7 @@ rule prepare_corpus:
         expand("data/corpora/{{corpus}}/{split}.jsonl", split=SPLITS),
         manifest="data/corpora/{corpus}/manifest.json",
     log:
-        "logs/prepare_corpus/{corpus}.log",
+        f"{LOGS}/prepare_corpus/{{corpus}}.log",
     conda:
         CONDA_ENV
     params:
@@ -48,7 +48,7 @@ rule train_tokenizer:
     output:
         directory("data/tokenizers/{corpus}-bpe{vocab}"),
     log:
-        "logs/train_tokenizer/{corpus}-bpe{vocab}.log",
+        f"{LOGS}/train_tokenizer/{{corpus}}-bpe{{vocab}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -61,9 +61,9 @@ rule corpus_stats:
         splits=expand("data/corpora/{{corpus}}/{split}.jsonl", split=SPLITS),
         tokenizer=TOKENIZER,
     output:
-        "results/data/{corpus}.stats.json",
+        f"{RESULTS}/data/{{corpus}}.stats.json",
     log:
-        "logs/corpus_stats/{corpus}.log",
+        f"{LOGS}/corpus_stats/{{corpus}}.log",
     conda:
         CONDA_ENV
     shell:

@@ -18,31 +18,31 @@ rule build_zero_shot_tasks:
     input:
         "data/corpora/{corpus}/test.jsonl",
     output:
-        cloze="results/tasks/{corpus}/cloze.jsonl",
-        choice="results/tasks/{corpus}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{{corpus}}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{{corpus}}/choice.jsonl",
     log:
-        "logs/build_zero_shot_tasks/{corpus}.log",
+        f"{LOGS}/build_zero_shot_tasks/{{corpus}}.log",
     conda:
         CONDA_ENV
     params:
         n=CFG["eval"]["zero_shot_examples"],
         seed=CFG["seed"],
     shell:
-        "python -m common.eval build-tasks --split {input} --out-dir results/tasks/{wildcards.corpus}"
+        "python -m common.eval build-tasks --split {input} --out-dir $(dirname {output.cloze})"
         " --n {params.n} --seed {params.seed} > {log} 2>&1"
 
 
 rule evaluate_model:
     """Perplexity on <corpus>/<split> and zero-shot accuracy on <corpus>'s tasks, one JSON per evaluation."""
     input:
-        model="results/models/{model_path}",
+        model=f"{RESULTS}/models/{{model_path}}",
         split="data/corpora/{corpus}/{split}.jsonl",
-        cloze="results/tasks/{corpus}/cloze.jsonl",
-        choice="results/tasks/{corpus}/choice.jsonl",
+        cloze=f"{RESULTS}/tasks/{{corpus}}/cloze.jsonl",
+        choice=f"{RESULTS}/tasks/{{corpus}}/choice.jsonl",
     output:
-        "results/eval/{model_path}/{corpus}-{split}.json",
+        f"{RESULTS}/eval/{{model_path}}/{{corpus}}-{{split}}.json",
     log:
-        "logs/evaluate_model/{model_path}/{corpus}-{split}.log",
+        f"{LOGS}/evaluate_model/{{model_path}}/{{corpus}}-{{split}}.log",
     conda:
         CONDA_ENV
     threads: 2
@@ -62,11 +62,11 @@ rule lm_eval_model:
     the HF cache a standard task's data is out of reach: the job stops, prints that in one line and writes
     nothing (exit status 3)."""
     input:
-        "results/models/{lm_model}",
+        f"{RESULTS}/models/{{lm_model}}",
     output:
-        "results/lm_eval/{lm_model}.json",
+        f"{RESULTS}/lm_eval/{{lm_model}}.json",
     log:
-        "logs/lm_eval_model/{lm_model}.log",
+        f"{LOGS}/lm_eval_model/{{lm_model}}.log",
     conda:
         CONDA_ENV
     threads: 2
@@ -81,18 +81,18 @@ rule lm_eval_model:
 rule lm_eval_requested:
     """The lm-eval evaluations the active profile asks for: `lm_eval.models`, paths under results/models/."""
     input:
-        expand("results/lm_eval/{model}.json", model=CFG["lm_eval"]["models"]),
+        expand(f"{RESULTS}/lm_eval/{{model}}.json", model=CFG["lm_eval"]["models"]),
 
 
 rule shared_stages:
     """The shared stages of the active profile: corpus statistics, the base model, its evaluation, its MXFP4
     checkpoint quantization evaluated the same way, and the external models the profile evaluates."""
     input:
-        expand("results/data/{corpus}.stats.json", corpus=(CFG["data"]["pretrain"], CFG["data"]["shift"])),
-        f"results/eval/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
-        f"results/eval/quantized/mxfp4_mlp/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
+        expand(f"{RESULTS}/data/{{corpus}}.stats.json", corpus=(CFG["data"]["pretrain"], CFG["data"]["shift"])),
+        f"{RESULTS}/eval/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
+        f"{RESULTS}/eval/quantized/mxfp4_mlp/base/{CFG['base_model']}/{CFG['data']['pretrain']}-validation.json",
         expand(
-            "results/eval/external/{name}/{corpus}-validation.json",
+            f"{RESULTS}/eval/external/{{name}}/{{corpus}}-validation.json",
             name=CFG.get("evaluate_external", []),
             corpus=CFG["data"]["pretrain"],
         ),

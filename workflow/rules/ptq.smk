@@ -10,11 +10,11 @@ wildcard_constraints:
 rule quantize_checkpoint:
     """Quantized checkpoint of a base or external model with a named quantization from the config."""
     input:
-        "results/models/{source}",
+        f"{RESULTS}/models/{{source}}",
     output:
-        directory("results/models/quantized/{qname}/{source}"),
+        directory(f"{RESULTS}/models/quantized/{{qname}}/{{source}}"),
     log:
-        "logs/quantize_checkpoint/{qname}/{source}.log",
+        f"{LOGS}/quantize_checkpoint/{{qname}}/{{source}}.log",
     conda:
         CONDA_ENV
     params:

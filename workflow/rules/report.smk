@@ -6,13 +6,13 @@
 rule render_report:
     """The HTML report (figures embedded, no network address), its LaTeX, and SHA256SUMS of what it cites."""
     input:
-        "results/{paper}/report/context.json",
+        f"{RESULTS}/{{paper}}/report/context.json",
     output:
-        html="reports/{paper}.html",
-        tex="reports/{paper}.tex",
-        sums="reports/{paper}.SHA256SUMS",
+        html=f"{REPORTS}/{{paper}}.html",
+        tex=f"{REPORTS}/{{paper}}.tex",
+        sums=f"{REPORTS}/{{paper}}.SHA256SUMS",
     log:
-        "logs/render_report/{paper}.log",
+        f"{LOGS}/render_report/{{paper}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -23,11 +23,11 @@ rule render_report:
 rule report_pdf:
     """The PDF of a report's LaTeX (needs latexmk; `make reports` asks for it only when latexmk is installed)."""
     input:
-        "reports/{paper}.tex",
+        f"{REPORTS}/{{paper}}.tex",
     output:
-        "reports/{paper}.pdf",
+        f"{REPORTS}/{{paper}}.pdf",
     log:
-        "logs/report_pdf/{paper}.log",
+        f"{LOGS}/report_pdf/{{paper}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -40,11 +40,13 @@ rule report_index:
         contexts=report_contexts,
         reports=report_pages,
     output:
-        "reports/index.html",
+        f"{REPORTS}/index.html",
     log:
-        "logs/report_index.log",
+        f"{LOGS}/report_index.log",
     conda:
         CONDA_ENV
+    params:
+        profile=config["profile"],
     shell:
-        "python -m common.report index --contexts {input.contexts} --reports {input.reports} --out {output}"
-        " > {log} 2>&1"
+        "python -m common.report index --contexts {input.contexts} --reports {input.reports}"
+        " --profile {params.profile} --out {output} > {log} 2>&1"
