@@ -14,7 +14,8 @@ HIER = QuantSpec("e2m1", "ue4m3", 4, "four_over_six", global_scale="row", global
 def test_to_dict_has_global_target_and_round_trips_through_json():
     data = HIER.to_dict()
     assert data == {"elem": "e2m1", "scale": "ue4m3", "block_size": 4, "rule": "four_over_six",
-                    "prevent_zero": False, "global_scale": "row", "rule_options": {}, "global_target": 448.0, "axis": -1}
+                    "prevent_zero": False, "global_scale": "row", "rule_options": {}, "global_target": 448.0,
+                    "axis": -1}
     back = QuantSpec.from_dict(json.loads(json.dumps(data)))
     assert back == HIER
     assert hash(back) == hash(HIER)
