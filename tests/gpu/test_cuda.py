@@ -251,6 +251,17 @@ def test_ptq_cell_on_cuda_matches_cpu(name):
         assert relative_difference(out, expected) <= tolerance, (activations, relative_difference(out, expected))
 
 
+def test_ptq_remove_after_moving_the_model_to_cuda():
+    """Quantized on the CPU, moved to CUDA, restored: the original weights come back on CUDA, bit for bit."""
+    model, reference = tiny_llama(0), tiny_llama(0)
+    handle = quantize_(model, "NVFP4")
+    model.to(CUDA)
+    handle.remove()
+    for param, original in zip(model.parameters(), reference.parameters(), strict=True):
+        assert param.device.type == "cuda"
+        assert_same_bits(param, original)
+
+
 QAT_RECIPES = {"HIF8_W8A8": "HIF8_W8A8", "PARETOQ_W2": LowBitRecipe(2),
                "NVFP4_WA_ste": QuantRecipe.from_name("NVFP4", activations=True)}
 LEARNING_RATE = 0.1

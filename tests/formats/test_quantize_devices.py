@@ -1,0 +1,27 @@
+"""Kernels stay on the input's device, checked without a GPU on PyTorch's ``meta`` device: a meta tensor has no data,
+so a constant table left on the CPU (a device mismatch) or a value read back to the host (``.item()``, ``bool()``,
+``nonzero``, ``.cpu()``) raises there as it would cost a transfer or a synchronisation on CUDA. The values are
+compared with the CPU on a GPU (``tests/gpu``)."""
+
+import pytest
+import torch
+
+from common.formats import FORMATS, OVERFLOWS, ROUNDINGS, encode, get_format, quantize
+
+CASES = [(name, rounding, overflow) for name in FORMATS for rounding in ROUNDINGS for overflow in OVERFLOWS
+         if overflow == "saturate" or get_format(name).has_inf or get_format(name).has_nan]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("fmt", "rounding", "overflow"), CASES)
+def test_quantize_stays_on_the_device_in_the_input_dtype(fmt, rounding, overflow, dtype):
+    x = torch.empty(3, 70, device="meta", dtype=dtype)
+    out = quantize(x, fmt, rounding=rounding, overflow=overflow)
+    assert (out.device.type, out.dtype, out.shape) == ("meta", dtype, x.shape)
+
+
+@pytest.mark.parametrize("fmt", [name for name, fmt in FORMATS.items() if fmt.is_codebook and fmt.has_nan])
+def test_encode_stays_on_the_device(fmt):
+    """Formats with a NaN code encode without reading anything back (the others check for NaN on the host)."""
+    codes = encode(torch.empty(5, 7, device="meta"), fmt)
+    assert (codes.device.type, codes.dtype, codes.shape) == ("meta", torch.uint8, (5, 7))
