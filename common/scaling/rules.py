@@ -26,11 +26,11 @@ from functools import cache
 
 import torch
 
-from common.formats.quantize import quantize_float32
+from common.formats.quantize import chunk_elements, quantize_float32
 from common.formats.spec import Family, Format
 from common.registry import lookup
 
-PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search
+PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search on CPUs (DEVICE_CHUNK elsewhere)
 BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
 
 
@@ -225,7 +225,7 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     survivors = (in_window & (partial_error.view(n_blocks, width) <= (bound * (1 + 1e-5)).float())).nonzero()
     block_index, cand_index = survivors[:, 0], cand_index[survivors[:, 0], survivors[:, 1]]
     sse = torch.empty(block_index.numel(), dtype=torch.float64, device=device)
-    step = max(1, PAIR_BUDGET // blocks.shape[1])
+    step = max(1, chunk_elements(device, PAIR_BUDGET) // blocks.shape[1])
     for start in range(0, block_index.numel(), step):
         b = blocks.index_select(0, block_index[start : start + step])
         s = candidates.index_select(0, cand_index[start : start + step]).unsqueeze(1)
