@@ -50,7 +50,8 @@ back to the host, so a CUDA input costs no host synchronisation (the exceptions 
 the pruned ``brute_force`` search and the error checks of ``encode``/``decode``). On CPUs the work goes in chunks of
 :data:`CHUNK` elements that stay in cache; elsewhere in passes of up to :data:`DEVICE_CHUNK` elements (one kernel
 launch per operation). Results are the same on every device, bit for bit (``"stochastic"`` aside: its draws come
-from the device's generator).
+from the device's generator). Divisions by a constant go through :func:`divide`: CUDA turns ``t / c`` with a Python
+(CPU) scalar ``c`` into ``t * (1 / c)``, which can be one ulp off the CPU's division.
 """
 
 from __future__ import annotations
@@ -95,6 +96,15 @@ def chunk_elements(device: torch.device, cpu_chunk: int = CHUNK) -> int:
     """Elements per pass of the kernels on ``device``: ``cpu_chunk`` on CPUs (cache-sized temporaries),
     :data:`DEVICE_CHUNK` elsewhere (a GPU pays a launch per operation per chunk)."""
     return cpu_chunk if device.type == "cpu" else DEVICE_CHUNK
+
+
+def divide(t: torch.Tensor, divisor: float) -> torch.Tensor:
+    """``t / divisor``, one correctly rounded division by ``divisor`` rounded to ``t``'s dtype, on every device
+    (module docstring): the divisor is a 0-dim tensor on ``t``'s device (filled there in float64 and cast, no copy
+    from the host; beyond the dtype's range it becomes +-Inf as a Python scalar would), which CUDA divides by, where
+    it would multiply by the reciprocal of a Python scalar. On CPUs it equals ``t / divisor`` bit for bit for
+    float32 and float64 ``t`` (and for bfloat16 when ``divisor`` is a bfloat16 value)."""
+    return t / torch.full((), divisor, dtype=torch.float64, device=t.device).to(t.dtype)
 
 
 def quantize_float32(

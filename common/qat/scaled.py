@@ -14,7 +14,8 @@ saturating overflow and the format's default rounding. Two paths, chosen by :fun
 * otherwise ``quantize_float32`` on chunks of ``t s``, divided by ``s`` in place.
 
 ``s`` should be a float32 value (:func:`float32`): the product and the division are then float32 operations
-whichever way the backend converts the Python scalar.
+whichever way the backend converts the Python scalar (the division by a 0-dim tensor on the device:
+:func:`common.formats.quantize.divide`).
 
 Devices: the work runs on ``t``'s device (the lookup table is cached per device, :func:`lookup_table`) with no
 host synchronisation; the chunks are cache-sized on CPUs, whole passes elsewhere
@@ -27,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from common.formats import Format, get_format
-from common.formats.quantize import as_float32, check_rounding, chunk_elements, quantize, quantize_float32
+from common.formats.quantize import as_float32, check_rounding, chunk_elements, divide, quantize, quantize_float32
 from common.formats.spec import Family
 
 CHUNK = 1 << 15  # elements per CPU pass (128 KiB of float32 plus 128 KiB of keys: inside L2)
@@ -79,11 +80,12 @@ def scaled_qdq(t: torch.Tensor, scale: float, fmt: str | Format = "hif8") -> tor
     chunk = chunk_elements(flat.device, CHUNK)
     if bits is None:
         rounding = check_rounding(None, fmt)
+        divisor = torch.full((), scale, dtype=torch.float32, device=flat.device)  # a true division on CUDA too
         for start in range(0, flat.numel(), chunk):
             part = quantize_float32(flat[start : start + chunk] * scale, fmt, rounding, "saturate", None)
-            torch.div(part, scale, out=out[start : start + chunk])
+            torch.div(part, divisor, out=out[start : start + chunk])
     else:
-        table = lookup_table(fmt, flat.device) / scale
+        table = divide(lookup_table(fmt, flat.device), scale)
         shift, mask = 32 - bits, (1 << bits) - 1
         size = min(chunk, flat.numel())
         scaled = torch.empty(size, dtype=torch.float32, device=flat.device)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from common.formats.quantize import as_float32, chunk_elements
+from common.formats.quantize import as_float32, chunk_elements, divide
 from common.formats.registry import get_format
 from common.formats.spec import Format
 
@@ -182,5 +182,5 @@ def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_
     amax = finite_abs.amax() if mode == "tensor" else finite_abs.reshape(-1, moved.shape[-1]).amax(dim=-1)
     if target is None:
         target = elem_fmt.max * rule.global_range(scale_fmt, elem_fmt)
-    g = amax.reshape(-1, 1) / target
+    g = divide(amax.reshape(-1, 1), target)
     return torch.where(g > 0, g, 1.0)

@@ -26,7 +26,7 @@ from functools import cache
 
 import torch
 
-from common.formats.quantize import chunk_elements, quantize_float32
+from common.formats.quantize import chunk_elements, divide, quantize_float32
 from common.formats.spec import Family, Format
 from common.registry import lookup
 
@@ -97,7 +97,7 @@ def _floor_log2(x: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------- rules
 def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
     """``s = Q_S(bmax / top)``: the block max maps to the largest element value (the OCP/NVFP4 default)."""
-    return round_scale(block_amax(blocks) / elem_fmt.max, scale_fmt, prevent_zero)
+    return round_scale(divide(block_amax(blocks), elem_fmt.max), scale_fmt, prevent_zero)
 
 
 def unit(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
@@ -144,8 +144,8 @@ def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt:
     else:
         top, second = top_values(elem_fmt)
         bmax = magnitudes.amax(dim=-1, keepdim=True)
-        s_top = round_scale(bmax / top, scale_fmt, prevent_zero)
-        s_second = round_scale(bmax / second, scale_fmt, prevent_zero)
+        s_top = round_scale(divide(bmax, top), scale_fmt, prevent_zero)
+        s_second = round_scale(divide(bmax, second), scale_fmt, prevent_zero)
     q_top, err_top = _element_values_and_error(magnitudes, s_top, elem_fmt, criterion)
     q_second, err_second = _element_values_and_error(magnitudes, s_second, elem_fmt, criterion)
     pick_second = err_second < err_top
@@ -205,11 +205,11 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     bmax = block_amax(blocks)
     top, second = top_values(elem_fmt)
     bound = torch.minimum(  # the better of the two 4/6 candidates: a tight bound prunes more
-        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / top, scale_fmt, True), elem_fmt)),
-        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / second, scale_fmt, True), elem_fmt)))
+        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, top), scale_fmt, True), elem_fmt)),
+        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, second), scale_fmt, True), elem_fmt)))
     min_elem = float(elem_fmt.finite_values[elem_fmt.finite_values > 0][0])
-    s_low = (bmax.double() - bound.sqrt()) / top * (1 - 1e-9)
-    s_high = 2.0 * bmax.double() / min_elem * (1 + 1e-9)
+    s_low = divide(bmax.double() - bound.sqrt(), top) * (1 - 1e-9)
+    s_high = divide(2.0 * bmax.double(), min_elem) * (1 + 1e-9)
     lo = torch.searchsorted(candidates.double(), s_low.nan_to_num(0.0), side="left")
     hi = torch.searchsorted(candidates.double(), s_high.nan_to_num(0.0), side="right")
     width = int((hi - lo).max().clamp(min=0)) if n_blocks else 0
@@ -254,7 +254,7 @@ def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
                prevent_zero: bool = False) -> torch.Tensor:
     """Round-up ("RCEIL", cuBLAS): ``s = 2^ceil(log2(bmax / top))`` on the float32 ratio, so the block max never
     saturates (``bmax / s <= top``)."""
-    ratio = block_amax(blocks) / elem_fmt.max
+    ratio = divide(block_amax(blocks), elem_fmt.max)
     mantissa, exponent = torch.frexp(ratio)
     ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent).float()
     raw = torch.where(ratio > 0, torch.exp2(ceil_log2), 0.0)

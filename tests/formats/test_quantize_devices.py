@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from common.formats import FORMATS, OVERFLOWS, ROUNDINGS, encode, get_format, quantize
+from common.formats.quantize import divide
 
 CASES = [(name, rounding, overflow) for name in FORMATS for rounding in ROUNDINGS for overflow in OVERFLOWS
          if overflow == "saturate" or get_format(name).has_inf or get_format(name).has_nan]
@@ -25,3 +26,16 @@ def test_encode_stays_on_the_device(fmt):
     """Formats with a NaN code encode without reading anything back (the others check for NaN on the host)."""
     codes = encode(torch.empty(5, 7, device="meta"), fmt)
     assert (codes.device.type, codes.dtype, codes.shape) == ("meta", torch.uint8, (5, 7))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_divide_is_the_cpu_division_by_the_rounded_divisor(dtype):
+    """``divide`` (the kernels' division by a constant, a true division on CUDA too) is ``t / c`` bit for bit here:
+    one rounding of ``t / fl(c)``, an overflowing ``c`` giving 0 as the Python scalar does; not ``t * (1 / c)``."""
+    g = torch.Generator().manual_seed(0)
+    t = torch.randn(1 << 14, generator=g, dtype=torch.float64).to(dtype) * 100
+    for c in (6.0, 6 * 448.0, 6 * 256.0, 1 / 3, 7.0, 15 / 0.7, 1e39, 2.0**-140):
+        assert torch.equal(divide(t, c).view(torch.int64 if dtype == torch.float64 else torch.int32),
+                           (t / c).view(torch.int64 if dtype == torch.float64 else torch.int32)), c
+    assert not torch.equal(divide(t, 6.0), t * (1 / 6.0))
+    assert divide(torch.empty(4, device="meta", dtype=dtype), 6.0).device.type == "meta"
