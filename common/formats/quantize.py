@@ -183,6 +183,14 @@ def _pow2(n: torch.Tensor) -> torch.Tensor:
     return ((n + 127) << 23).view(torch.float32)
 
 
+def exact_exp2(n: torch.Tensor) -> torch.Tensor:
+    """float32 ``2^n`` for an int32 tensor ``n``, exact where representable (subnormals down to 2^-149), otherwise
+    correctly rounded: 0 for ``n <= -150``, +Inf for ``n >= 128``. Built from bit patterns as ``2^h 2^(n-h)``,
+    ``h = floor(n / 2)``, so every device gives the same bits (``torch.exp2`` is an approximation on GPUs)."""
+    n = n.clamp(-252, 254)
+    return _mul_pow2(torch.ones(n.shape, dtype=torch.float32, device=n.device), n, split=True)
+
+
 def _mul_pow2(x: torch.Tensor, n: torch.Tensor, split: bool) -> torch.Tensor:
     """``x * 2^n`` exactly; ``split`` multiplies by two factors when ``n`` may leave [-126, 127]."""
     if not split:

@@ -26,7 +26,7 @@ from functools import cache
 
 import torch
 
-from common.formats.quantize import chunk_elements, divide, quantize_float32
+from common.formats.quantize import chunk_elements, divide, exact_exp2, quantize_float32
 from common.formats.spec import Family, Format
 from common.registry import lookup
 
@@ -245,8 +245,8 @@ def e8m0_floor(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     ``bmax / s`` lies in ``[2^k, 2^(k+1))``, ``k = floor(log2 top)`` (E2M1: [4, 8)) and the block max may saturate.
     An all-zero block gets the smallest scale."""
     bmax = block_amax(blocks)
-    exponent = _floor_log2(bmax) - float(math.frexp(elem_fmt.max)[1] - 1)  # floor(log2 top), exact from frexp
-    raw = torch.where(bmax > 0, torch.exp2(exponent), 0.0)
+    top_exponent = math.frexp(elem_fmt.max)[1] - 1  # floor(log2 top), exact from frexp
+    raw = torch.where(bmax > 0, exact_exp2(torch.frexp(bmax).exponent - 1 - top_exponent), 0.0)
     return round_scale(torch.where(bmax.isfinite(), raw, bmax), scale_fmt, prevent_zero)
 
 
@@ -256,8 +256,8 @@ def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     saturates (``bmax / s <= top``)."""
     ratio = divide(block_amax(blocks), elem_fmt.max)
     mantissa, exponent = torch.frexp(ratio)
-    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent).float()
-    raw = torch.where(ratio > 0, torch.exp2(ceil_log2), 0.0)
+    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent)
+    raw = torch.where(ratio > 0, exact_exp2(ceil_log2), 0.0)
     return round_scale(torch.where(ratio.isfinite(), raw, ratio), scale_fmt, prevent_zero)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from common.formats import FORMATS, OVERFLOWS, ROUNDINGS, encode, get_format, quantize
-from common.formats.quantize import divide
+from common.formats.quantize import divide, exact_exp2
 
 CASES = [(name, rounding, overflow) for name in FORMATS for rounding in ROUNDINGS for overflow in OVERFLOWS
          if overflow == "saturate" or get_format(name).has_inf or get_format(name).has_nan]
@@ -39,3 +39,13 @@ def test_divide_is_the_cpu_division_by_the_rounded_divisor(dtype):
                            (t / c).view(torch.int64 if dtype == torch.float64 else torch.int32)), c
     assert not torch.equal(divide(t, 6.0), t * (1 / 6.0))
     assert divide(torch.empty(4, device="meta", dtype=dtype), 6.0).device.type == "meta"
+
+
+def test_exact_exp2_is_every_power_of_two_float32_has():
+    """``exact_exp2`` (the E8M0 rules' ``2^n``, built from bits so that GPUs give the same) equals the correctly
+    rounded ``2^n`` for every int32 exponent from far below the subnormals to beyond the overflow."""
+    n = torch.arange(-400, 400, dtype=torch.int32)
+    expected = torch.tensor([2.0**k if -150 < k < 128 else (0.0 if k <= -150 else float("inf")) for k in n.tolist()],
+                            dtype=torch.float32)
+    assert torch.equal(exact_exp2(n).view(torch.int32), expected.view(torch.int32))
+    assert exact_exp2(torch.empty(3, device="meta", dtype=torch.int32)).device.type == "meta"
