@@ -14,7 +14,9 @@ Devices: every rule works on the blocks' device and returns its scales there. Al
 free of host synchronisations off the CPU: where the CPU path updates only the few rows that need it (found with
 ``nonzero``, cheap where the host is the device), other devices update every row with ``torch.where``, which gives
 the same values (:func:`sparse_updates`). Brute force syncs once per call: the width of its candidate window and
-the surviving (block, candidate) pairs are data-dependent sizes.
+the surviving (block, candidate) pairs are data-dependent sizes. Scales equal the CPU's bit for bit: divisions by
+constants go through :func:`common.formats.quantize.divide` and the E8M0 powers of two through
+:func:`common.formats.quantize.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's).
 """
 
 from __future__ import annotations
