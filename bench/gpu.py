@@ -16,7 +16,8 @@ beside it; peak extra memory is the growth of ``torch.cuda.max_memory_allocated`
    block Linear, telemetry on; the bf16 step is the same model with the quantizers switched off).
 
 Targets: MXFP4 and NVFP4 <= 1.0x the fastest torchao kernel; NVFP4 W+A fake-quant forward <= 1.3x the bf16 forward;
-W8A8 HiF8 QAT step <= 1.5x the bf16 step. About a minute on an H200. Without CUDA it prints one line and exits 0.
+W8A8 HiF8 QAT step <= 1.5x the bf16 step. Sized to finish within ~3 minutes on an H200 (not measured yet). Without
+CUDA it prints one line and exits 0.
 """
 
 from __future__ import annotations
