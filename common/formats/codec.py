@@ -4,6 +4,10 @@ Codes are returned as ``torch.uint8`` holding the format's ``bits`` low bits (UE
 0..15). Where a value has two codes, ``encode`` picks one canonically: -0.0 encodes to the negative-zero code
 only if the format has one (signed FLOAT formats), NaN encodes to the format's lowest NaN code, and a NaN in a
 format without a NaN code is a ``ValueError``.
+
+Devices: codes and values stay on the input's device (the code tables are cached per device). The input checks
+read one flag back to the host: ``decode``'s range check of the codes, and ``encode``'s NaN check for the formats
+without a NaN code (NaN-coded formats map NaN without looking).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ def decode(codes: torch.Tensor, fmt: str | Format) -> torch.Tensor:
         raise ValueError(
             f"code {int(index[bad][0])} is out of range for {fmt.name!r} ({fmt.bits}-bit codes: 0..{2**fmt.bits - 1})"
         )
-    return _tables(fmt.name)[0][index]
+    return _device_tables(fmt.name, index.device)[0][index]
 
 
 def encode(
@@ -43,7 +47,8 @@ def encode(
     """uint8 codes of ``quantize(x, fmt, ...)`` (same keyword arguments and policies as :func:`quantize`)."""
     fmt = _codebook(fmt)
     q = quantize(x, fmt, rounding=rounding, overflow=overflow, generator=generator).float()
-    _, sorted_values, sorted_codes, specials = _tables(fmt.name)
+    _, sorted_values, sorted_codes = _device_tables(fmt.name, q.device)
+    specials = _tables(fmt.name)[3]
     index = torch.searchsorted(sorted_values, q.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)).clamp_(
         max=sorted_values.numel() - 1
     )
@@ -52,10 +57,10 @@ def encode(
     if neg_zero is not None:
         codes = torch.where((q == 0) & q.signbit(), neg_zero, codes)
     nan = q.isnan()
-    if bool(nan.any()):
-        if nan_code is None:
-            raise ValueError(f"NaN cannot be encoded in {fmt.name!r}: the format has no NaN code")
+    if nan_code is not None:
         codes = torch.where(nan, nan_code, codes)
+    elif bool(nan.any()):
+        raise ValueError(f"NaN cannot be encoded in {fmt.name!r}: the format has no NaN code")
     if pos_inf is not None:
         codes = torch.where(q == float("inf"), pos_inf, torch.where(q == float("-inf"), neg_inf, codes))
     return codes.to(torch.uint8)
@@ -66,6 +71,13 @@ def _codebook(fmt: str | Format) -> Format:
     if not fmt.is_codebook:
         raise ValueError(f"format {fmt.name!r} has {fmt.bits} bits: encode/decode cover formats of 8 bits or fewer")
     return fmt
+
+
+@cache
+def _device_tables(name: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The three tensors of :func:`_tables` on ``device`` (cached per device)."""
+    values, sorted_values, sorted_codes, _ = _tables(name)
+    return values.to(device), sorted_values.to(device), sorted_codes.to(device)
 
 
 @cache

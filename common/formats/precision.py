@@ -7,6 +7,8 @@ with (``q = R(|x| 2^(mb - e)) 2^(e - mb)``, ``e = floor(log2 |x|)``): the grid s
 
 from __future__ import annotations
 
+from functools import cache
+
 import torch
 
 from .quantize import as_float32
@@ -38,10 +40,18 @@ def mantissa_bits(v: torch.Tensor, fmt: str | Format) -> torch.Tensor:
     if fmt.family is Family.TAPERED:
         by_exponent = fmt.mantissa_bits_by_exponent
         low, high = min(by_exponent), max(by_exponent)
-        table = torch.tensor([by_exponent[k] for k in range(low, high + 1)], dtype=torch.int64, device=x.device)
-        bits = table[e.clamp(low, high) - low]
+        bits = _tier_table(fmt, x.device)[e.clamp(low, high) - low]
     else:
         m = fmt.mantissa_bits
         below = (e + (m - fmt.min_exponent)).clamp_(min=0) if fmt.subnormals else torch.zeros_like(e)
         bits = torch.where(e >= fmt.min_exponent, m, below)
     return torch.where(x == 0, 0, bits)
+
+
+@cache
+def _tier_table(fmt: Format, device: torch.device) -> torch.Tensor:
+    """int64 mantissa bits of each binade exponent of a TAPERED format, lowest first, on ``device`` (cached per
+    device: no host-to-device copy per call)."""
+    by_exponent = fmt.mantissa_bits_by_exponent
+    return torch.tensor([by_exponent[k] for k in range(min(by_exponent), max(by_exponent) + 1)], dtype=torch.int64,
+                        device=device)

@@ -42,6 +42,16 @@ Other edges, stated once for every format:
   two's-complement code (``"rne"``: ``m + 1`` iff ``m`` is a multiple of 4) or away from zero (``"away"``,
   ``m >= 0`` gives ``m + 1``: 0 -> +1). ``"stochastic"`` gives ``m + 1`` with probability ``(x - m + 1) / 2``.
   Inputs are clamped to ``[-max, max]`` first (both ends are levels, so this is exact). Both zeros give +1.
+
+Devices: every kernel here (and in :mod:`common.scaling`, :mod:`common.ptq.apply` and the QAT fake quantizers built
+on them) runs on ``x``'s device and returns a tensor there: constant tables are built once and cached per device,
+stochastic draws are made on ``x``'s device (a ``generator`` must live there too), and nothing reads a tensor value
+back to the host, so a CUDA input costs no host synchronisation (the exceptions are named where they are:
+the pruned ``brute_force`` search and the error checks of ``encode``/``decode``). On CPUs the work goes in chunks of
+:data:`CHUNK` elements that stay in cache; elsewhere in passes of up to :data:`DEVICE_CHUNK` elements (one kernel
+launch per operation). Results are the same on every device, bit for bit (``"stochastic"`` aside: its draws come
+from the device's generator). Divisions by a constant go through :func:`divide`: CUDA turns ``t / c`` with a Python
+(CPU) scalar ``c`` into ``t * (1 / c)``, which can be one ulp off the CPU's division.
 """
 
 from __future__ import annotations
@@ -56,7 +66,8 @@ from .spec import Family, Format
 ROUNDINGS = ("rne", "away", "stochastic")
 OVERFLOWS = ("saturate", "inf_nan")
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16)
-CHUNK = 1 << 17  # elements per pass: keeps the temporaries of one chunk inside the L2 cache
+CHUNK = 1 << 17  # elements per pass on CPUs: keeps the temporaries of one chunk inside the L2 cache
+DEVICE_CHUNK = 1 << 26  # elements per pass on other devices: one launch per operation, 256 MiB float32 temporaries
 
 
 def quantize(
@@ -74,10 +85,26 @@ def quantize(
     x32 = as_float32(x).contiguous()
     out = torch.empty_like(x32)
     flat_in, flat_out = x32.view(-1), out.view(-1)
-    for start in range(0, flat_in.numel(), CHUNK):
-        chunk = flat_in[start : start + CHUNK]
-        flat_out[start : start + CHUNK] = quantize_float32(chunk, fmt, rounding, overflow, generator)
+    step = chunk_elements(x32.device)
+    for start in range(0, flat_in.numel(), step):
+        chunk = flat_in[start : start + step]
+        flat_out[start : start + step] = quantize_float32(chunk, fmt, rounding, overflow, generator)
     return out if x.dtype == torch.float32 else out.to(x.dtype)
+
+
+def chunk_elements(device: torch.device, cpu_chunk: int = CHUNK) -> int:
+    """Elements per pass of the kernels on ``device``: ``cpu_chunk`` on CPUs (cache-sized temporaries),
+    :data:`DEVICE_CHUNK` elsewhere (a GPU pays a launch per operation per chunk)."""
+    return cpu_chunk if device.type == "cpu" else DEVICE_CHUNK
+
+
+def divide(t: torch.Tensor, divisor: float) -> torch.Tensor:
+    """``t / divisor``, one correctly rounded division by ``divisor`` rounded to ``t``'s dtype, on every device
+    (module docstring): the divisor is a 0-dim tensor on ``t``'s device (filled there in float64 and cast, no copy
+    from the host; beyond the dtype's range it becomes +-Inf as a Python scalar would), which CUDA divides by, where
+    it would multiply by the reciprocal of a Python scalar. On CPUs it equals ``t / divisor`` bit for bit for
+    float32 and float64 ``t`` (and for bfloat16 when ``divisor`` is a bfloat16 value)."""
+    return t / torch.full((), divisor, dtype=torch.float64, device=t.device).to(t.dtype)
 
 
 def quantize_float32(
@@ -148,12 +175,20 @@ def _round_half(y: torch.Tensor, rounding: str, generator: torch.Generator | Non
     fraction = y.sub_(whole)
     if rounding == "away":
         return whole.add_(fraction >= 0.5)
-    return whole.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype) < fraction)
+    return whole.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype, device=y.device) < fraction)
 
 
 def _pow2(n: torch.Tensor) -> torch.Tensor:
     """Exact float32 ``2^n`` for integer ``n`` in [-126, 127], built from the bit pattern."""
     return ((n + 127) << 23).view(torch.float32)
+
+
+def exact_exp2(n: torch.Tensor) -> torch.Tensor:
+    """float32 ``2^n`` for an int32 tensor ``n``, exact where representable (subnormals down to 2^-149), otherwise
+    correctly rounded: 0 for ``n <= -150``, +Inf for ``n >= 128``. Built from bit patterns as ``2^h 2^(n-h)``,
+    ``h = floor(n / 2)``, so every device gives the same bits (``torch.exp2`` is an approximation on GPUs)."""
+    n = n.clamp(-252, 254)
+    return _mul_pow2(torch.ones(n.shape, dtype=torch.float32, device=n.device), n, split=True)
 
 
 def _mul_pow2(x: torch.Tensor, n: torch.Tensor, split: bool) -> torch.Tensor:
@@ -173,7 +208,7 @@ def _round_binades(ax: torch.Tensor, fmt: Format, rounding: str, generator: torc
     the HiF8 reference formula (``hif8.md``) and IEEE rounding alike. The powers of two are built from the
     biased exponent ``E = e + 127`` as float32 bit patterns: ``2^(mb - e)`` has bits ``(254 + mb - E) << 23``.
     """
-    e_floor, e_top, tables, split = _binade_constants(fmt)
+    e_floor, e_top, tables, split = _binade_constants(fmt, ax.device)
     biased = (ax.view(torch.int32) >> 23).clamp_(e_floor + 127, e_top + 127)
     if tables is not None:  # tapered: both powers of two looked up by biased exponent
         index = biased.view(-1)
@@ -207,7 +242,8 @@ def _round_fp32_prefix(ax: torch.Tensor, fmt: Format, rounding: str, generator: 
     elif rounding == "away":
         bits = bits + half
     else:
-        bits = bits + torch.randint(0, 1 << drop, bits.shape, generator=generator, dtype=torch.int32)
+        bits = bits + torch.randint(0, 1 << drop, bits.shape, generator=generator, dtype=torch.int32,
+                                    device=bits.device)
     q = (bits & ~((1 << drop) - 1)).view(torch.float32)
     # NaN patterns may have carried; Inf input carried into a NaN pattern: restore both, range is checked later.
     return torch.where(ax.isfinite(), q, ax)
@@ -223,7 +259,7 @@ def _round_binary(x: torch.Tensor, rounding: str, generator: torch.Generator | N
     keeps the map monotone); stochastic: +1 with probability (clamp(x, -1, 1) + 1) / 2."""
     if rounding == "stochastic":
         p_plus = (x.clamp(-1.0, 1.0) + 1.0) * 0.5
-        u = torch.rand(x.shape, generator=generator, dtype=x.dtype)
+        u = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device)
         q = torch.where(u < p_plus, 1.0, -1.0)
     else:
         q = torch.where(x < 0, -1.0, 1.0)
@@ -236,7 +272,7 @@ def _round_midrise(x: torch.Tensor, fmt: Format, rounding: str, generator: torch
     c = x.clamp(-fmt.max, fmt.max)
     m = torch.round(c * 0.5).mul_(2.0)
     if rounding == "stochastic":
-        up = torch.rand(x.shape, generator=generator, dtype=x.dtype) < (c - m + 1.0) * 0.5
+        up = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device) < (c - m + 1.0) * 0.5
     else:
         tie_up = torch.remainder(m, 4.0) == 0 if rounding == "rne" else m >= 0
         up = (c > m) | ((c == m) & tie_up)
@@ -255,14 +291,18 @@ def _rule_key(fmt: Format) -> str:
     return "binades"
 
 
-_BINADE_CACHE: dict[str, tuple[int, int, tuple[torch.Tensor, torch.Tensor] | None, bool]] = {}
+_Tables = tuple[torch.Tensor, torch.Tensor]
+_BINADE_CACHE: dict[str, tuple[int, int, _Tables | None, bool]] = {}
+_TABLES_BY_DEVICE: dict[tuple[str, torch.device], _Tables] = {}
 
 
-def _binade_constants(fmt: Format) -> tuple[int, int, tuple[torch.Tensor, torch.Tensor] | None, bool]:
-    """(lowest binade exponent, top binade exponent, tapered tables or None, needs split powers of two).
+def _binade_constants(fmt: Format, device: torch.device) -> tuple[int, int, _Tables | None, bool]:
+    """(lowest binade exponent, top binade exponent, tapered tables on ``device`` or None, needs split powers of
+    two).
 
     Tapered formats get two float32 tables indexed by the biased exponent ``E = e + 127`` (0..255): ``2^(mb - e)``
-    and ``2^(e - mb)`` with ``mb`` the mantissa bits of binade e (entries outside the clamped range are unused).
+    and ``2^(e - mb)`` with ``mb`` the mantissa bits of binade e (entries outside the clamped range are unused);
+    they are built once on the CPU and cached per device (:data:`_TABLES_BY_DEVICE`).
     """
     if fmt.name not in _BINADE_CACHE:
         tables = None
@@ -279,7 +319,13 @@ def _binade_constants(fmt: Format) -> tuple[int, int, tuple[torch.Tensor, torch.
             # shift = m - e and its negation must both stay inside [-126, 127] for one-factor powers of two
             split = not (m - e_top >= -126 and m - e_floor <= 126 and e_floor - m >= -126 and e_top - m <= 126)
         _BINADE_CACHE[fmt.name] = (e_floor, e_top, tables, split)
-    return _BINADE_CACHE[fmt.name]
+    e_floor, e_top, tables, split = _BINADE_CACHE[fmt.name]
+    if tables is not None:
+        key = (fmt.name, device)
+        if key not in _TABLES_BY_DEVICE:
+            _TABLES_BY_DEVICE[key] = (tables[0].to(device), tables[1].to(device))
+        tables = _TABLES_BY_DEVICE[key]
+    return e_floor, e_top, tables, split
 
 
 def _apply_range(q: torch.Tensor, x: torch.Tensor, ax: torch.Tensor, fmt: Format, overflow: str,

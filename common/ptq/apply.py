@@ -5,7 +5,9 @@ Weights: each selected ``weight`` Parameter keeps its identity; its ``.data`` is
 and the original tensor is kept to be put back. Activations: a forward pre-hook replaces the layer input ``x`` by
 ``quantize_blocks(x, ...)`` along its last (hidden) axis, i.e. per token in blocks, recomputed on every call
 (dynamic scales). :meth:`QuantizationHandle.remove` restores the original tensors (the very same objects, so the
-model is bit-exactly as before) and removes the hooks.
+model is bit-exactly as before; moved to the parameter's device if the model moved meanwhile) and removes the
+hooks. The quantization runs on the tensors' own device (:mod:`common.scaling`: no host synchronisation but for
+``brute_force``), so a model on a GPU is quantized there, its hooks included.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ class QuantizationHandle:
         return bool(self._originals or self._hooks)
 
     def remove(self) -> None:
-        """Put every original weight tensor back and remove every activation hook."""
+        """Put every original weight tensor back (on the parameter's current device) and remove every activation
+        hook."""
         with torch.no_grad():
             for param, original in self._originals:
-                param.data = original
+                param.data = original.to(param.device)
         for hook in self._hooks:
             hook.remove()
         self._originals.clear()

@@ -87,6 +87,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from common.formats.quantize import divide
 from common.recipes import LOWBIT_BITS, LowBitRecipe, QuantSpec
 from common.scaling import BlockScales
 from common.select import linear_modules, select_linears
@@ -157,7 +158,7 @@ def init_alpha(weight: torch.Tensor, bits: float) -> torch.Tensor:
     if spec.family == "binary":
         return magnitude.mean(dim=-1, keepdim=True)
     row_max = magnitude.amax(dim=-1, keepdim=True)
-    return row_max if spec.family == "stretched" else row_max / spec.grad_qp
+    return row_max if spec.family == "stretched" else divide(row_max, spec.grad_qp)
 
 
 def stretched_index(u: torch.Tensor, spec: LowBitSpec) -> torch.Tensor:

@@ -14,7 +14,13 @@ saturating overflow and the format's default rounding. Two paths, chosen by :fun
 * otherwise ``quantize_float32`` on chunks of ``t s``, divided by ``s`` in place.
 
 ``s`` should be a float32 value (:func:`float32`): the product and the division are then float32 operations
-whichever way the backend converts the Python scalar.
+whichever way the backend converts the Python scalar (the division by a 0-dim tensor on the device:
+:func:`common.formats.quantize.divide`).
+
+Devices: the work runs on ``t``'s device (the lookup table is cached per device, :func:`lookup_table`) with no
+host synchronisation; the chunks are cache-sized on CPUs, whole passes elsewhere
+(:func:`common.formats.quantize.chunk_elements`). The scale is a Python float by design: the delayed-scaling
+observers that choose it keep their amax histories on the host (:mod:`common.qat.w8a8`).
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ from __future__ import annotations
 import torch
 
 from common.formats import Format, get_format
-from common.formats.quantize import as_float32, check_rounding, quantize, quantize_float32
+from common.formats.quantize import as_float32, check_rounding, chunk_elements, divide, quantize, quantize_float32
 from common.formats.spec import Family
 
-CHUNK = 1 << 15  # elements per CPU pass (128 KiB of float32 plus 128 KiB of keys: inside L2); GPUs take one pass
+CHUNK = 1 << 15  # elements per CPU pass (128 KiB of float32 plus 128 KiB of keys: inside L2)
 MAX_LOOKUP_BITS = 16  # sign + 8 exponent bits + up to 7 mantissa bits: a table of at most 65536 floats
 
 _TABLES: dict[tuple[str, str], torch.Tensor] = {}
@@ -71,15 +77,16 @@ def scaled_qdq(t: torch.Tensor, scale: float, fmt: str | Format = "hif8") -> tor
     flat = x.view(-1)
     out = torch.empty_like(flat)
     bits = lookup_bits(fmt)
+    chunk = chunk_elements(flat.device, CHUNK)
     if bits is None:
         rounding = check_rounding(None, fmt)
-        for start in range(0, flat.numel(), CHUNK):
-            chunk = quantize_float32(flat[start : start + CHUNK] * scale, fmt, rounding, "saturate", None)
-            torch.div(chunk, scale, out=out[start : start + CHUNK])
+        divisor = torch.full((), scale, dtype=torch.float32, device=flat.device)  # a true division on CUDA too
+        for start in range(0, flat.numel(), chunk):
+            part = quantize_float32(flat[start : start + chunk] * scale, fmt, rounding, "saturate", None)
+            torch.div(part, divisor, out=out[start : start + chunk])
     else:
-        table = lookup_table(fmt, flat.device) / scale
+        table = divide(lookup_table(fmt, flat.device), scale)
         shift, mask = 32 - bits, (1 << bits) - 1
-        chunk = CHUNK if flat.device.type == "cpu" else max(flat.numel(), 1)  # one pass per kernel on GPUs
         size = min(chunk, flat.numel())
         scaled = torch.empty(size, dtype=torch.float32, device=flat.device)
         keys = torch.empty(size, dtype=torch.int32, device=flat.device)

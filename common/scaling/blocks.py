@@ -19,6 +19,11 @@ non-finite) tensor/row uses g = 1.
 
 Non-finite input: a NaN poisons only its own block (its scale and every value of the block become NaN; with a
 global scale too, because ``g`` ignores it). An Inf saturates: its block scale is the largest scale value.
+
+Devices: everything runs on ``x``'s device and the output, scales and element values are returned there, equal
+bit for bit to the CPU's (the convention of :mod:`common.formats.quantize`). Every rule but ``brute_force`` runs
+without a host synchronisation; brute force needs one per call for its data-dependent pruned search
+(:func:`common.scaling.rules.brute_force`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 
-from common.formats.quantize import CHUNK, as_float32
+from common.formats.quantize import as_float32, chunk_elements, divide
 from common.formats.registry import get_format
 from common.formats.spec import Format
 
@@ -82,7 +87,7 @@ def quantize_blocks(
     x32 = as_float32(x)
     if x32.numel() == 0:
         empty = x.clone()
-        return (empty, BlockScales(torch.empty(0), None, empty.float())) if return_scales else empty
+        return (empty, BlockScales(torch.empty(0, device=x.device), None, empty.float())) if return_scales else empty
     moved = x32.movedim(axis, -1) if x32.dim() else x32.reshape(1)
     rows_shape, length = moved.shape[:-1], moved.shape[-1]
     if block_size == "row":
@@ -101,8 +106,9 @@ def quantize_blocks(
     g = _global_scale(moved, global_scale, scale_rule, scale_fmt, elem_fmt, global_target)
     out = torch.empty_like(blocks)
     elements = torch.empty_like(blocks) if return_scales else None
-    scales = torch.empty(blocks.shape[0], 1, dtype=torch.float32)
-    blocks_per_chunk = max(1, CHUNK // max(size, 1))
+    scales = torch.empty(blocks.shape[0], 1, dtype=torch.float32, device=blocks.device)
+    chunk_size = chunk_elements(blocks.device)
+    blocks_per_chunk = max(1, chunk_size // max(size, 1))
     g_per_block = None if g is None else g.reshape(-1, 1).expand(-1, n_per_row).reshape(-1, 1)
     for start in range(0, blocks.shape[0], blocks_per_chunk):
         stop = start + blocks_per_chunk
@@ -117,8 +123,8 @@ def quantize_blocks(
         else:
             s = scale_rule.select(chunk, scale_fmt, elem_fmt, prevent_zero=prevent_zero, **rule_options)
             # one part unless a single block is longer than a chunk; a generator keeps one part alive at a time
-            parts = ((slice(col, col + CHUNK), dequantize_blocks(chunk[:, col : col + CHUNK], s, elem_fmt))
-                     for col in range(0, size, CHUNK))
+            parts = ((slice(col, col + chunk_size), dequantize_blocks(chunk[:, col : col + chunk_size], s, elem_fmt))
+                     for col in range(0, size, chunk_size))
         for cols, dq in parts:
             if elements is not None:  # q * s is exact (few significand bits), so dq / s gives q back exactly
                 elements[start:stop, cols] = (dq / s.masked_fill(s == 0, 1.0)).masked_fill_((s == 0).expand_as(dq), 0.0)
@@ -176,5 +182,5 @@ def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_
     amax = finite_abs.amax() if mode == "tensor" else finite_abs.reshape(-1, moved.shape[-1]).amax(dim=-1)
     if target is None:
         target = elem_fmt.max * rule.global_range(scale_fmt, elem_fmt)
-    g = amax.reshape(-1, 1) / target
+    g = divide(amax.reshape(-1, 1), target)
     return torch.where(g > 0, g, 1.0)

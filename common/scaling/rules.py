@@ -9,20 +9,30 @@ The block is then dequantized as ``s * Q_elem(b / s)`` (round-to-nearest-even, s
 
 ``prevent_zero=True`` modifies every rule: each candidate scale that rounds to 0 becomes the smallest positive
 scale value (2^-9 for UE4M3), so a block with a non-zero value never becomes all zeros through its scale.
+
+Devices: every rule works on the blocks' device and returns its scales there. All rules but ``brute_force`` are
+free of host synchronisations off the CPU: where the CPU path updates only the few rows that need it (found with
+``nonzero``, cheap where the host is the device), other devices update every row with ``torch.where``, which gives
+the same values (:func:`sparse_updates`). Brute force syncs once per call: the width of its candidate window and
+the surviving (block, candidate) pairs are data-dependent sizes. Scales equal the CPU's bit for bit: divisions by
+constants go through :func:`common.formats.quantize.divide` and the E8M0 powers of two through
+:func:`common.formats.quantize.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 
-from common.formats.quantize import quantize_float32
+from common.formats.quantize import chunk_elements, divide, exact_exp2, quantize_float32
 from common.formats.spec import Family, Format
 from common.registry import lookup
 
-PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search
+PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search on CPUs (DEVICE_CHUNK elsewhere)
 BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
 
 
@@ -63,6 +73,19 @@ def top_values(elem_fmt: Format) -> tuple[float, float]:
     return float(positive[-1]), float(positive[-2] if positive.size > 1 else positive[-1])
 
 
+def sparse_updates(t: torch.Tensor) -> bool:
+    """Whether rules may update a data-dependent subset of rows of ``t`` (``nonzero``, then index ops): on CPUs,
+    where reading the subset's size costs nothing; on other devices that read is a host synchronisation, and the
+    rules update every row with ``torch.where`` instead (same values, more arithmetic)."""
+    return t.device.type == "cpu"
+
+
+@cache
+def positive_values(fmt: Format, device: torch.device) -> torch.Tensor:
+    """The positive finite values of ``fmt``, ascending, float32 on ``device`` (cached per format and device)."""
+    return torch.tensor(fmt.finite_values[fmt.finite_values > 0], dtype=torch.float32, device=device)
+
+
 def is_power_of_two_format(fmt: Format) -> bool:
     return fmt.family is Family.FLOAT and fmt.mantissa_bits == 0
 
@@ -76,14 +99,14 @@ def _floor_log2(x: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------- rules
 def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
     """``s = Q_S(bmax / top)``: the block max maps to the largest element value (the OCP/NVFP4 default)."""
-    return round_scale(block_amax(blocks) / elem_fmt.max, scale_fmt, prevent_zero)
+    return round_scale(divide(block_amax(blocks), elem_fmt.max), scale_fmt, prevent_zero)
 
 
 def unit(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
     """``s = 1`` for every block: no block scaling, the elements carry the values themselves. With a global scale
     it is plain per-tensor (or per-row) scaling ``Q(x / g) * g``, e.g. HiF8 W8A8's ``g = amax / 15`` (scale
     ``15 / amax``, Max-Window paper) with ``global_target=15``. ``prevent_zero`` changes nothing (1 is not 0)."""
-    return torch.ones(blocks.shape[0], 1, dtype=torch.float32)
+    return torch.ones(blocks.shape[0], 1, dtype=torch.float32, device=blocks.device)
 
 
 def prevent_zero_rule(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
@@ -111,7 +134,8 @@ def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt:
     Both candidates are evaluated on magnitudes in element units, ``y = |b| / s``: the block error is
     ``s^2 sum (y - Q(y))^2`` (MAE: ``s sum |y - Q(y)|``), decided in float32 where the two errors differ by
     more than 1e-4 relative (far beyond float32 rounding) and re-decided exactly, as float64 sums of
-    ``(|b| - s Q(y))^2``, for the few near-ties (exact ties included).
+    ``(|b| - s Q(y))^2``, for the few near-ties (exact ties included): on CPUs for those rows only, elsewhere for
+    every row, kept where the row is a near-tie (:func:`sparse_updates`; the same decisions).
     """
     if criterion not in ("mse", "mae"):
         raise ValueError(f"unknown criterion {criterion!r}; valid criteria: mse, mae")
@@ -122,14 +146,21 @@ def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt:
     else:
         top, second = top_values(elem_fmt)
         bmax = magnitudes.amax(dim=-1, keepdim=True)
-        s_top = round_scale(bmax / top, scale_fmt, prevent_zero)
-        s_second = round_scale(bmax / second, scale_fmt, prevent_zero)
+        s_top = round_scale(divide(bmax, top), scale_fmt, prevent_zero)
+        s_second = round_scale(divide(bmax, second), scale_fmt, prevent_zero)
     q_top, err_top = _element_values_and_error(magnitudes, s_top, elem_fmt, criterion)
     q_second, err_second = _element_values_and_error(magnitudes, s_second, elem_fmt, criterion)
     pick_second = err_second < err_top
-    near = ((err_second - err_top).abs() <= 1e-4 * torch.maximum(err_second, err_top)).squeeze(1).nonzero()
-    if near.numel():
-        rows = near.squeeze(1)
+    near = (err_second - err_top).abs() <= 1e-4 * torch.maximum(err_second, err_top)
+    if not sparse_updates(blocks):
+        exact_second, exact_top = (block_error(magnitudes, q * s, criterion)
+                                   for q, s in ((q_second, s_second), (q_top, s_top)))
+        pick_second = torch.where(near, exact_second < exact_top, pick_second)
+        scales = torch.where(pick_second, s_second, s_top)
+        return scales, torch.where(pick_second, q_second, q_top).mul_(scales).copysign_(blocks)
+    near_rows = near.squeeze(1).nonzero()
+    if near_rows.numel():
+        rows = near_rows.squeeze(1)
         exact = [block_error(magnitudes.index_select(0, rows), q.index_select(0, rows) * s.index_select(0, rows),
                              criterion) for q, s in ((q_second, s_second), (q_top, s_top))]
         pick_second.index_copy_(0, rows, exact[0] < exact[1])
@@ -146,7 +177,7 @@ def _element_values_and_error(magnitudes: torch.Tensor, scales: torch.Tensor, el
     safe = scales.masked_fill(zero, 1.0)
     y = magnitudes / safe
     q = quantize_float32(y, elem_fmt, "rne", "saturate", None, nonnegative=True)
-    if bool(zero.any()):
+    if not sparse_updates(q) or bool(zero.any()):
         q.masked_fill_(zero.expand_as(q), 0.0)
     diff = y.sub_(q)
     if criterion == "mse":
@@ -167,22 +198,24 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     * any other ``s`` whose error on the block's largest few elements alone (the top ``BOUND_ELEMENTS`` by
       magnitude: a lower bound on its SSE) exceeds ``SSE(r)``.
 
-    The remaining (block, candidate) pairs are evaluated in full.
+    The remaining (block, candidate) pairs are evaluated in full. The pruning makes the work data-dependent: one
+    host synchronisation per call reads the window width and the number of survivors (module docstring).
     """
-    candidates = torch.tensor(scale_fmt.finite_values[scale_fmt.finite_values > 0], dtype=torch.float32)
+    device = blocks.device
+    candidates = positive_values(scale_fmt, device)
     n_cand, n_blocks = candidates.numel(), blocks.shape[0]
     bmax = block_amax(blocks)
     top, second = top_values(elem_fmt)
     bound = torch.minimum(  # the better of the two 4/6 candidates: a tight bound prunes more
-        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / top, scale_fmt, True), elem_fmt)),
-        block_error(blocks, dequantize_blocks(blocks, round_scale(bmax / second, scale_fmt, True), elem_fmt)))
+        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, top), scale_fmt, True), elem_fmt)),
+        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, second), scale_fmt, True), elem_fmt)))
     min_elem = float(elem_fmt.finite_values[elem_fmt.finite_values > 0][0])
-    s_low = (bmax.double() - bound.sqrt()) / top * (1 - 1e-9)
-    s_high = 2.0 * bmax.double() / min_elem * (1 + 1e-9)
+    s_low = divide(bmax.double() - bound.sqrt(), top) * (1 - 1e-9)
+    s_high = divide(2.0 * bmax.double(), min_elem) * (1 + 1e-9)
     lo = torch.searchsorted(candidates.double(), s_low.nan_to_num(0.0), side="left")
     hi = torch.searchsorted(candidates.double(), s_high.nan_to_num(0.0), side="right")
     width = int((hi - lo).max().clamp(min=0)) if n_blocks else 0
-    offsets = torch.arange(width)
+    offsets = torch.arange(width, device=device)
     cand_index = (lo + offsets).clamp_(max=n_cand - 1)
     in_window = offsets < (hi - lo)
     largest = blocks.abs().topk(min(BOUND_ELEMENTS, blocks.shape[1]), dim=1).values
@@ -193,16 +226,17 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     # the slack covers float32 rounding of a few squares: never prune a candidate that could tie
     survivors = (in_window & (partial_error.view(n_blocks, width) <= (bound * (1 + 1e-5)).float())).nonzero()
     block_index, cand_index = survivors[:, 0], cand_index[survivors[:, 0], survivors[:, 1]]
-    sse = torch.empty(block_index.numel(), dtype=torch.float64)
-    step = max(1, PAIR_BUDGET // blocks.shape[1])
+    sse = torch.empty(block_index.numel(), dtype=torch.float64, device=device)
+    step = max(1, chunk_elements(device, PAIR_BUDGET) // blocks.shape[1])
     for start in range(0, block_index.numel(), step):
         b = blocks.index_select(0, block_index[start : start + step])
         s = candidates.index_select(0, cand_index[start : start + step]).unsqueeze(1)
         sse[start : start + step] = block_error(b, dequantize_blocks(b, s, elem_fmt)).squeeze(1)
-    best = torch.full((n_blocks,), float("inf"), dtype=torch.float64).scatter_reduce_(
+    best = torch.full((n_blocks,), float("inf"), dtype=torch.float64, device=device).scatter_reduce_(
         0, block_index, sse, reduce="amin")
     winner = torch.where(sse == best[block_index], cand_index, n_cand)
-    chosen = torch.full((n_blocks,), n_cand, dtype=torch.long).scatter_reduce_(0, block_index, winner, reduce="amin")
+    chosen = torch.full((n_blocks,), n_cand, dtype=torch.long, device=device).scatter_reduce_(
+        0, block_index, winner, reduce="amin")
     scales = candidates[chosen.masked_fill_(chosen == n_cand, 0)].unsqueeze(1)
     return torch.where(bmax.isnan(), bmax, scales)
 
@@ -213,8 +247,8 @@ def e8m0_floor(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     ``bmax / s`` lies in ``[2^k, 2^(k+1))``, ``k = floor(log2 top)`` (E2M1: [4, 8)) and the block max may saturate.
     An all-zero block gets the smallest scale."""
     bmax = block_amax(blocks)
-    exponent = _floor_log2(bmax) - _floor_log2(torch.tensor(elem_fmt.max))
-    raw = torch.where(bmax > 0, torch.exp2(exponent), 0.0)
+    top_exponent = math.frexp(elem_fmt.max)[1] - 1  # floor(log2 top), exact from frexp
+    raw = torch.where(bmax > 0, exact_exp2(torch.frexp(bmax).exponent - 1 - top_exponent), 0.0)
     return round_scale(torch.where(bmax.isfinite(), raw, bmax), scale_fmt, prevent_zero)
 
 
@@ -222,10 +256,10 @@ def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
                prevent_zero: bool = False) -> torch.Tensor:
     """Round-up ("RCEIL", cuBLAS): ``s = 2^ceil(log2(bmax / top))`` on the float32 ratio, so the block max never
     saturates (``bmax / s <= top``)."""
-    ratio = block_amax(blocks) / elem_fmt.max
+    ratio = divide(block_amax(blocks), elem_fmt.max)
     mantissa, exponent = torch.frexp(ratio)
-    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent).float()
-    raw = torch.where(ratio > 0, torch.exp2(ceil_log2), 0.0)
+    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent)
+    raw = torch.where(ratio > 0, exact_exp2(ceil_log2), 0.0)
     return round_scale(torch.where(ratio.isfinite(), raw, ratio), scale_fmt, prevent_zero)
 
 

@@ -64,3 +64,14 @@ def test_specials_bf16_and_shape():
 def test_generic_path(fmt):
     x = torch.randn(CHUNK + 5, generator=torch.Generator().manual_seed(1)) * 4
     assert_same_bits(scaled_qdq(x, 1.75, fmt), reference(x, 1.75, fmt))
+
+
+@pytest.mark.parametrize("fmt", ["hif8", "e4m3"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_both_paths_stay_on_the_device(fmt, dtype):
+    """The lookup path (HiF8: its table cached per device) and the generic path run on the input's device: on
+    PyTorch's meta device, a CPU table or a value read back to the host would raise."""
+    x = torch.empty(3, 50, device="meta", dtype=dtype)
+    out = scaled_qdq(x, 0.25, fmt)
+    assert (out.device.type, out.dtype, out.shape) == ("meta", dtype, x.shape)
+    assert lookup_table("hif8", "meta").device.type == "meta"
