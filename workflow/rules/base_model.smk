@@ -39,6 +39,23 @@ rule convert_smollm2:
         "python -m common.models convert-smollm2 --out {output} > {log} 2>&1"
 
 
+rule link_external_model:
+    """An external model named by a local folder ({path: DIR}) or a hub id ({hub: ID}): a folder of links to its
+    files (common.models.external; from the Hugging Face cache when HF_HUB_OFFLINE=1, fetched otherwise)."""
+    output:
+        directory(f"{RESULTS}/models/external/{{name}}"),
+    log:
+        f"{LOGS}/link_external_model/{{name}}.log",
+    wildcard_constraints:
+        name="|".join(re.escape(name) for name in LINKED_MODELS) or "(?!)",
+    conda:
+        CONDA_ENV
+    params:
+        source=lambda w: shlex.quote(json.dumps(CFG["external_models"][w.name], sort_keys=True)),
+    shell:
+        "python -m common.models link --source {params.source} --out {output} > {log} 2>&1"
+
+
 rule rescale_model:
     """A sweep point: the function-preserving rescaling (common.models.rescale) of a base or external model by
     the factor c with the transforms of sweep.transforms (the chosen linears' weights times c, the RMSNorm gains

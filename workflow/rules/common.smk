@@ -30,6 +30,8 @@ envvars:
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
+# External models linked from a local folder or the hub (rule link_external_model; the others are converted)
+LINKED_MODELS = [name for name, source in CFG["external_models"].items() if "path" in source or "hub" in source]
 ARCHIVE_CORPUS = {source.archive_name: name for name, source in REGISTRY_CORPORA.items()}
 TOKENIZER = f"data/tokenizers/{CFG['data']['pretrain']}-bpe{CFG['tokenizer']['vocab_size']}"
 PRETRAIN = CFG["data"]["pretrain"]
