@@ -45,7 +45,7 @@ from torch import nn
 from common.data import read_jsonl, token_stream
 from common.io import sha256_file, write_json
 from common.models import count_parameters, load_model, save_checkpoint
-from common.train import Hooks, TrainConfig, train
+from common.train import Hooks, TrainConfig, is_main_process, train
 
 QAT_RECORD_FILE = "qat.json"
 SEED_CELL = re.compile(r"seed(?P<seed>0|[1-9][0-9]*)")
@@ -103,8 +103,10 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
             device: torch.device | None = None) -> dict[str, Any]:
     """Train one QAT run (module docstring) of ``init`` on ``train_split`` (JSONL documents), the validation curve
     on ``validation_split`` (None: no curve), on ``device`` (:func:`common.train.train`'s; None: CUDA when present);
-    returns the metadata written to ``out/lowbit_metadata.json``.
-    ValueError naming a missing split before anything is loaded."""
+    returns the metadata written to ``out/lowbit_metadata.json``. Under ``torchrun`` (one process per GPU, data
+    parallel) every rank trains and only rank 0 (:func:`common.train.is_main_process`) writes the run's files: the
+    record, the method's artifacts (its rank's telemetry) and the checkpoint. ValueError naming a missing split
+    before anything is loaded."""
     for flag, path in (("train split", train_split), ("validation split", validation_split)):
         if path is not None and not Path(path).is_file():
             raise ValueError(f"no {flag} at {str(path)!r}")
@@ -113,15 +115,18 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     val_tokens = token_stream(tokenizer, read_jsonl(validation_split)) if validation_split else None
     attachment = attach(model)
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / QAT_RECORD_FILE, attachment.record)
+    writer = is_main_process()
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(run_dir / QAT_RECORD_FILE, attachment.record)
     summary = train(model, train_tokens, config, run_dir, val_tokens=val_tokens, hooks=attachment.hooks,
                     stale_checkpoint="restart", record={**attachment.record, "init": init_identity(init)},
                     device=device)
-    extra = attachment.finish(run_dir)
+    extra = attachment.finish(run_dir) if writer else {}
     attachment.remove()
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),
                 "parameters": count_parameters(model), "training": summary, "qat": {**attachment.record, **extra}}
-    save_checkpoint(model.cpu(), tokenizer, out, metadata)
-    attachment.save(Path(out))
+    if writer:
+        save_checkpoint(model.cpu(), tokenizer, out, metadata)
+        attachment.save(Path(out))
     return metadata

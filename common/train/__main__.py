@@ -23,7 +23,7 @@ from common.data.documents import read_jsonl
 from common.data.tokenizer import load_tokenizer, token_stream
 from common.models import ARCHITECTURES, build_model, count_parameters, load_model, save_checkpoint
 
-from .loop import TrainConfig, train
+from .loop import TrainConfig, is_main_process, train
 
 
 def _parse_overrides(pairs: list[str]) -> dict:
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = train(model, train_tokens, config, args.run_dir, val_tokens=val_tokens, device=device)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if is_main_process():
         metadata = {"init": args.init, "train_split": str(args.train), "train_tokens": int(train_tokens.numel()),
                     "parameters": count_parameters(model), "training": summary}
         save_checkpoint(model.cpu(), tokenizer, args.out, metadata)

@@ -159,6 +159,11 @@ def evaluate_loss(model: torch.nn.Module, tokens: torch.Tensor, seq_len: int, se
     return {"val_loss": total / n, "val_perplexity": math.exp(total / n), "val_tokens": n}
 
 
+def is_main_process() -> bool:
+    """Whether this process writes the run's files: rank 0 of a ``torchrun`` launch (``$RANK``), or the only one."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def _distributed(device: torch.device | None) -> tuple[int, int, torch.device]:
     """``(rank, world size, device)``; ``device`` None: ``cuda:$LOCAL_RANK`` when CUDA is present, else the CPU. The
     process group (under torchrun) uses nccl on CUDA, gloo on the CPU."""

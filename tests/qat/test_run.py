@@ -53,6 +53,19 @@ def test_qat_run_calls_the_attachment_in_order_and_records_it(tiny_checkpoint, t
                 tmp_path / "o", lambda model: attachment)
 
 
+def test_only_rank_0_writes_the_run(tiny_checkpoint, tmp_path, monkeypatch):
+    """Under torchrun every rank trains; a rank other than 0 ($RANK) writes no record, artifact or checkpoint."""
+    monkeypatch.setenv("RANK", "1")
+    attachment = Recording()
+    config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
+    meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
+                   lambda model: attachment)
+    assert attachment.calls == [("remove",)]
+    assert meta["training"]["steps"] == 2
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "run" / QAT_RECORD_FILE).exists()
+
+
 def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint, tmp_path):
     handles = []
 
