@@ -34,8 +34,9 @@ rule mw_train:
     params:
         config=mw_run_config,
         compute=compute_flags(training=True),
+        launch=launcher,
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.maxwindow_hif8 train --config-json {params.config}"
+        "OMP_NUM_THREADS={threads} {params.launch} -m papers.maxwindow_hif8 train --config-json {params.config}"
         " --run {wildcards.mw_run} --seed {wildcards.seed} --init {input.init} --train {input.train}"
         " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
         " 2> {log}"

@@ -34,8 +34,9 @@ rule wq_train:
     params:
         config=wq_run_config,
         compute=compute_flags(training=True),
+        launch=launcher,
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.winq train --config-json {params.config}"
+        "OMP_NUM_THREADS={threads} {params.launch} -m papers.winq train --config-json {params.config}"
         " --run {wildcards.wq_run} --seed {wildcards.wq_seed} --init {input.init} --train {input.train}"
         " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
         " 2> {log}"

@@ -85,3 +85,15 @@ def test_an_external_model_by_path_or_hub_id_is_linked(tmp_path):
     assert "python -m common.models link --source '{\"hub\": \"meta-llama/Llama-3.2-1B\"}'" in plan
     for name in models:
         assert f"results/smoke/eval/external/{name}/sotu-validation.json" in plan
+
+
+def test_training_steps_given_several_gpus_run_under_torchrun():
+    """A training job with N > 1 GPUs (resource gpu) starts one process per GPU; with none or one, plain python."""
+    target = "results/smoke/models/trained/winq/w1-winq/seed0"
+    for resources, launch in (([], "python -m papers.winq train"),
+                              (["--set-resources", "wq_train:gpu=4"],
+                               "torchrun --standalone --nproc_per_node=4 -m papers.winq train")):
+        done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/smoke", "-n", "-F", *resources,
+                   "--", target)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"OMP_NUM_THREADS=1 {launch} " in done.stdout + done.stderr

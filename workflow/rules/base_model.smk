@@ -21,8 +21,9 @@ rule pretrain_base_model:
         architecture=lambda w: CFG["base_models"][w.model]["architecture"],
         train=lambda w: train_config_json(w.model),
         compute=compute_flags(training=True),
+        launch=launcher,
     shell:
-        "python -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
+        "{params.launch} -m common.train --init {params.architecture} --tokenizer {input.tokenizer} --train {input.train}"
         " --validation {input.validation} --config-json {params.train} --run-dir $(dirname {log})"
         " {params.compute} --out {output} 2> {log}"
 

@@ -182,6 +182,14 @@ def compute_flags(training=False):
     return flags if training else f"{flags} --dtype {CFG['compute']['dtype']}"
 
 
+def launcher(wildcards, resources):
+    """How a training step starts: ``python``, or ``torchrun --standalone --nproc_per_node=N`` when the profile gives
+    the job N > 1 GPUs (resource ``gpu``, e.g. workflow/profiles/slurm-gpu): one process per GPU, data parallel
+    (common.train; the global batch is then micro_batch_size x grad_accum x N, part of the run's resume record)."""
+    gpus = int(getattr(resources, "gpu", 0) or 0)
+    return "python" if gpus <= 1 else f"torchrun --standalone --nproc_per_node={gpus}"
+
+
 def lm_eval_options():
     """The command-line options of ``python -m common.eval lm-eval`` from config ``lm_eval`` (batch size, and the
     limit, few-shot count and include path when set) and ``compute`` (device and dtype)."""
