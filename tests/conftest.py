@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent / "papers"))  # paper_testing: the one tiny model setup of every test
 sys.path.insert(0, str(Path(__file__).parent / "ptq"))  # ptq_testing: the tiny in-memory Llama and its recipes
+sys.path.insert(0, str(Path(__file__).parent / "scaling"))  # scaling_testing: block inputs with every edge case
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 from ptq_testing import TINY, tiny_llama
+from scaling_testing import edge_blocks
 
 from common.formats import FORMATS, OVERFLOWS, get_format, quantize
 from common.qat import scaled_qdq
@@ -61,25 +62,6 @@ def edge_values(fmt_name: str, dtype: torch.dtype) -> torch.Tensor:
         points = torch.cat([points, -points])
         parts += [points, points.nextafter(torch.tensor(float("inf"))), points.nextafter(torch.tensor(float("-inf")))]
     return torch.cat(parts)
-
-
-def edge_blocks(dtype: torch.dtype) -> torch.Tensor:
-    """A (96, 100) matrix (100 is no multiple of any block size: ragged last blocks): Gaussian rows from 2^-30 to
-    2^20, integer rows (exact ties between 4/6 candidates), and rows with zeros, a NaN, an Inf, subnormals, one
-    large value among tiny ones, equal values."""
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(96, 100, generator=g) * torch.exp2(torch.linspace(-30, 20, 96)).unsqueeze(1)
-    x[10:20] = (x[10:20] / x[10:20].abs().amax(dim=1, keepdim=True) * 12).round()
-    x[0] = 0.0
-    x[1, 3] = float("nan")
-    x[2, 40] = float("inf")
-    x[3, 70] = float("-inf")
-    x[4] = torch.linspace(-1, 1, 100) * 2.0**-140
-    x[5] = 1e-30
-    x[5, 7] = 1e4
-    x[6] = 3.0
-    x[7, ::2] = -0.0
-    return x.to(dtype)
 
 
 def overflows(fmt_name: str) -> list[str]:

@@ -4,6 +4,7 @@ four_over_six (dense ``torch.where`` updates, :func:`common.scaling.rules.sparse
 
 import pytest
 import torch
+from scaling_testing import edge_blocks
 
 from common.recipes import SPECS
 from common.scaling import RULES, quantize_blocks, rules
@@ -34,21 +35,6 @@ def test_named_specs_and_per_tensor_hif8_stay_on_the_device(name):
         assert (out.device.type, out.dtype, out.shape) == ("meta", torch.bfloat16, x.shape)
 
 
-def edge_blocks() -> torch.Tensor:
-    """Gaussian rows over 2^-30..2^20, integer rows (exact ties between the 4/6 candidates), and rows of zeros, NaN,
-    Inf, subnormals and one large value among tiny ones; 100 columns (ragged last blocks)."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(96, 100, generator=g) * torch.exp2(torch.linspace(-30, 20, 96)).unsqueeze(1)
-    x[10:30] = (x[10:30] / x[10:30].abs().amax(dim=1, keepdim=True) * 12).round()
-    x[0] = 0.0
-    x[1, 3] = float("nan")
-    x[2, 40] = float("inf")
-    x[4] = torch.linspace(-1, 1, 100) * 2.0**-140
-    x[5] = 1e-30
-    x[5, 7] = 1e4
-    return x
-
-
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     both_nan = a.isnan() & b.isnan()
     return torch.equal(torch.where(both_nan, 0, a.view(torch.int32)), torch.where(both_nan, 0, b.view(torch.int32)))
@@ -62,7 +48,7 @@ def test_four_over_six_device_path_equals_the_cpu_path(monkeypatch, elem, scale,
                                                        criterion):
     """The dense updates other devices take (every row through ``torch.where``, exact float64 errors for every
     row kept where the float32 decision is a near-tie) give the bits of the CPU's sparse updates."""
-    x = edge_blocks()
+    x = edge_blocks(torch.float32)
     kwargs = {"prevent_zero": prevent_zero, "global_scale": global_scale, "criterion": criterion,
               "return_scales": True}
     cpu_out, cpu_scales = quantize_blocks(x, elem, scale, 16, "four_over_six", **kwargs)
