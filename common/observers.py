@@ -57,9 +57,12 @@ def delayed_scale(amax_pred: float, max_val: float = HIF8_MAX_VAL) -> float:
 
 
 class Observer:
-    """Base class: ``update`` validates and skips (module docstring), subclasses keep the history."""
+    """Base class: ``update`` validates and skips (module docstring), subclasses keep the history. ``delayed``: the
+    prediction comes from the history alone, so the first call after a reset has none (a cold start); current
+    scaling is not delayed (it predicts from the call's own amax and never has a cold start)."""
 
     name = ""
+    delayed = True
 
     def __init__(self) -> None:
         self.skipped = 0
@@ -177,6 +180,7 @@ class Current(Observer):
     """Current tensor scaling: ``p_t = a_t``, passed in as ``predict(current=a_t)`` (an extra amax pass)."""
 
     name = "current"
+    delayed = False
 
     def predict(self, current: float | None = None) -> float | None:
         return None if current is None else float(current)

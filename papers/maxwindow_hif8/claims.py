@@ -56,7 +56,7 @@ import numpy as np
 from common.analysis.observer_study import TRACE_OPTIONS
 from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
 from common.io import read_json
-from common.observers import make_observer
+from common.observers import OBSERVERS, make_observer
 from common.qat import ROLES
 from common.qat.run import parse_seed_cell, seed_cell
 from common.report import Check, Claim, ClaimSpec, judge
@@ -566,10 +566,11 @@ def observer_checks(cell: Mapping[str, Any], path: str) -> list[Check]:
 
 
 def telemetry_check(cell: Cell, telemetry: Artifact, saturation: Artifact, warmup: int, steps: int,
-                    calls: int) -> Check:
+                    calls: int, delayed: bool = True) -> Check:
     """Cell ``(run, seed)``'s telemetry accounts for every layer, role, HiF8 step and call: each (layer, role)
     exactly ``calls`` times (one per micro-batch: ``grad_accum``) at every step ``warmup .. steps - 1``, cold starts
-    only at ``warmup``, and ``saturation.json`` counts the same calls and saturations per role."""
+    only at ``warmup`` for a ``delayed`` observer (:attr:`common.observers.Observer.delayed`; none for current
+    scaling), and ``saturation.json`` counts the same calls and saturations per role."""
     rows = telemetry.data
     expected = sorted(t for t in range(warmup, steps) for _ in range(calls))
     seen: dict[tuple[str, str], list[int]] = {}
@@ -591,9 +592,10 @@ def telemetry_check(cell: Cell, telemetry: Artifact, saturation: Artifact, warmu
                 f"(expected {warmup}..{steps - 1}); cold starts at steps {cold}; saturation.json "
                 f"{'agrees' if agree else 'disagrees'}")
     run, seed = cell
+    cold_starts = "cold starts at the warmup step only" if delayed else "no cold start (current scaling)"
     return Check(f"telemetry_accounts_{run.replace('-', '_')}_seed{seed}", f"{run} (seed {seed})'s telemetry has "
-                 f"every layer and role {calls} times per HiF8 step, cold starts at the warmup step only, and "
-                 "saturation.json counts the same", measured, complete and cold == [warmup] and agree,
+                 f"every layer and role {calls} times per HiF8 step, {cold_starts}, and saturation.json counts the "
+                 "same", measured, complete and cold == ([warmup] if delayed else []) and agree,
                  (telemetry.path, saturation.path))
 
 
@@ -632,6 +634,7 @@ def study_checks(study: StudyArtifacts, cell: Mapping[str, Any], cell_path: str)
     train = study.config["train"]
     warmup, steps, calls = study.config["bf16_warmup_steps"], train["max_steps"], train.get("grad_accum", 1)
     telemetry = [telemetry_check((run, seed), study.run_telemetry(run, seed), study.saturation[run, seed], warmup,
-                                 steps, calls) for run in telemetry_runs(study.config) for seed in study.seeds]
+                                 steps, calls, OBSERVERS[run_settings(study.config, run)["observer"]].delayed)
+                 for run in telemetry_runs(study.config) for seed in study.seeds]
     return [*observer_checks(cell, cell_path), *telemetry, *pairing_checks(study.evaluations),
             unit_score_check(study.evaluations)]

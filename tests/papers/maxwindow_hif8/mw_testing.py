@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from common.observers import OBSERVERS
 from common.qat import TELEMETRY_FIELDS, saturation_summary
 from common.qat.run import seed_cell
 from papers.maxwindow_hif8.claims import Artifact, StudyArtifacts, telemetry_runs
@@ -111,10 +112,12 @@ def write_log(path, config, name, ape):
 
 def delayed_calls(config, name):
     """Calls per role with a delayed scale: every layer ``grad_accum`` times per HiF8 step, less the cold start
-    (the first call after the reset; every call of the warmup step with ``history_unit="step"``)."""
-    warmup = run_settings(config, name)["warmup_steps"]
+    (the first call after the reset; every call of the warmup step with ``history_unit="step"``; none for current
+    scaling)."""
+    settings = run_settings(config, name)
+    warmup, delayed = settings["warmup_steps"], OBSERVERS[settings["observer"]].delayed
     calls = config["train"].get("grad_accum", 1)
-    cold = calls if config.get("history_unit", "call") == "step" else 1
+    cold = (calls if config.get("history_unit", "call") == "step" else 1) if delayed else 0
     return LAYERS * (calls * (config["train"]["max_steps"] - warmup) - cold)
 
 
@@ -175,10 +178,12 @@ def constant_scale(step, call, layer, role):
 def telemetry_rows(config, name, saturating, layers=LAYERS, scale=constant_scale):
     """Telemetry rows of run ``name`` in call order: from the run's warmup step on, ``grad_accum`` calls per step,
     each of every layer ``l<i>`` and role; the first call of each layer and role is a cold start (every call of the
-    warmup step with ``history_unit="step"``). ``saturating(step, call, layer index, role)`` -> bool (never on a
-    cold start); a saturating call has relative error :data:`ERROR_OVERFLOW` and loses 1 mantissa bit, another
-    :data:`ERROR_IN_RANGE` and none; ``scale(step, call, layer index, role)``: the call's scale."""
-    warmup = run_settings(config, name)["warmup_steps"]
+    warmup step with ``history_unit="step"``) for a delayed observer, none for current scaling. ``saturating(step,
+    call, layer index, role)`` -> bool (never on a cold start); a saturating call has relative error
+    :data:`ERROR_OVERFLOW` and loses 1 mantissa bit, another :data:`ERROR_IN_RANGE` and none; ``scale(step, call,
+    layer index, role)``: the call's scale."""
+    settings = run_settings(config, name)
+    warmup, delayed = settings["warmup_steps"], OBSERVERS[settings["observer"]].delayed
     calls = config["train"].get("grad_accum", 1)
     per_step = config.get("history_unit", "call") == "step"
     rows = []
@@ -186,7 +191,7 @@ def telemetry_rows(config, name, saturating, layers=LAYERS, scale=constant_scale
         for call in range(calls):
             for i in range(layers):
                 for role in ROLES:
-                    cold = step == warmup and (call == 0 or per_step)
+                    cold = delayed and step == warmup and (call == 0 or per_step)
                     overflow = not cold and bool(saturating(step, call, i, role))
                     rows.append({"step": step, "layer": f"l{i}", "role": role, "amax": 2.0 if overflow else 1.0,
                                  "predicted_amax": 1.0, "scale": scale(step, call, i, role), "clipped_fraction": 0.0,

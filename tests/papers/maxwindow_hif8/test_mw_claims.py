@@ -931,6 +931,18 @@ def test_telemetry_check_needs_the_calls_per_step_of_the_config():
     assert not telemetry_check((RECIPE, 0), *telemetry_artifacts(accounted_rows(1)), W, 12, 2).passed
 
 
+def test_telemetry_check_of_current_scaling_expects_no_cold_start():
+    """Current scaling predicts from the call's own amax: no cold start at the warmup step, and one is a failure."""
+    delayed = accounted_rows()
+    current = [{**row, "cold_start": False} for row in delayed]
+    check = telemetry_check(("current-lrlow-w4", 0), *telemetry_artifacts(current), W, 12, 2, delayed=False)
+    assert check.passed, check.measured
+    assert "no cold start (current scaling)" in check.statement
+    assert "cold starts at steps []" in check.measured
+    assert not telemetry_check(("current-lrlow-w4", 0), *telemetry_artifacts(delayed), W, 12, 2, delayed=False).passed
+    assert not telemetry_check((RECIPE, 0), *telemetry_artifacts(current), W, 12, 2).passed
+
+
 @pytest.mark.parametrize("damage", ["missing call", "duplicate row", "extra call", "late cold start", "summary",
                                     "last step", "missing role"])
 def test_telemetry_check_fails_on_damaged_telemetry(damage):
