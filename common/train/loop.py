@@ -197,12 +197,19 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
-def _truncate_log(path: Path, fields_: tuple[str, ...], last_step: int) -> None:
-    """Keep the rows of ``path`` up to ``last_step`` (a resumed run rewrites the steps after its checkpoint)."""
-    rows = []
-    if path.exists():
-        with open(path, newline="") as handle:
-            rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= last_step]
+LOG_FILES = {"train_log.csv": TRAIN_LOG_FIELDS, "eval_log.csv": EVAL_LOG_FIELDS}
+
+
+def _log_rows(path: Path, last_step: int) -> list[dict[str, str]]:
+    """The rows of the CSV log ``path`` up to ``last_step`` (none when it does not exist)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return [row for row in csv.DictReader(handle) if int(row["step"]) <= last_step]
+
+
+def _write_log(path: Path, fields_: tuple[str, ...], rows: list[dict[str, str]]) -> None:
+    """Atomically (re)write the CSV log ``path`` with ``rows``: a resumed run continues it after its checkpoint."""
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields_)
         writer.writeheader()
@@ -252,8 +259,12 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfi
         start_step = state["step"]
     if rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
-        _truncate_log(run_dir / "train_log.csv", TRAIN_LOG_FIELDS, start_step - 1)
-        _truncate_log(run_dir / "eval_log.csv", EVAL_LOG_FIELDS, start_step - 1)
+        # the checkpoint's copy of the logs: the files may be gone (a workflow manager removes the outputs of an
+        # interrupted job before it reruns it) or hold steps after the checkpoint; older checkpoints have none
+        saved = state.get("logs") if state is not None else None
+        for name, fields_ in LOG_FILES.items():
+            rows = saved[name] if saved is not None else _log_rows(run_dir / name, start_step - 1)
+            _write_log(run_dir / name, fields_, rows)
     ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if config.bf16 else nullcontext())
     global_batch = config.micro_batch_size * config.grad_accum * world
@@ -331,6 +342,7 @@ def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
     if rank != 0:
         return
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "hooks": hooks.state_dict(),
-             "rng": _rng_state(), "step": step, "config": asdict(config), "world_size": world, "record": record}
+             "rng": _rng_state(), "step": step, "config": asdict(config), "world_size": world, "record": record,
+             "logs": {name: _log_rows(path.parent / name, step - 1) for name in LOG_FILES}}
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

@@ -92,6 +92,27 @@ def test_resume_after_kill_gives_the_same_weights(tmp_path):
     assert not (tmp_path / "killed" / "checkpoint.pt").exists()
 
 
+def test_resume_restores_the_logs_a_workflow_manager_removed(tmp_path):
+    """Snakemake removes an interrupted job's outputs (the logs) before it reruns it; the checkpoint's copy of the
+    logs brings them back, so the resumed run's logs equal an uninterrupted run's (wall seconds aside)."""
+    config = TrainConfig(max_steps=12, seq_len=16, micro_batch_size=2, lr=3e-3, warmup_steps=2, eval_every=3,
+                         checkpoint_every=5, progress=False)
+    _, tokens, model = tiny_setup()
+    train(model, tokens, config, tmp_path / "straight", val_tokens=tokens[:400])
+    _, _, interrupted = tiny_setup()
+    with pytest.raises(KeyboardInterrupt):
+        train(interrupted, tokens, config, tmp_path / "killed", val_tokens=tokens[:400], hooks=Crash(at_step=7))
+    for name in ("train_log.csv", "eval_log.csv"):
+        (tmp_path / "killed" / name).unlink()
+    _, _, resumed = tiny_setup()
+    assert train(resumed, tokens, config, tmp_path / "killed", val_tokens=tokens[:400])["resumed_from"] == 5
+    for name in ("train_log.csv", "eval_log.csv"):
+        straight, killed = (read_log(tmp_path / run / name) for run in ("straight", "killed"))
+        assert [{k: v for k, v in row.items() if k != "seconds"} for row in killed] == [
+            {k: v for k, v in row.items() if k != "seconds"} for row in straight], name
+    assert [int(r["step"]) for r in read_log(tmp_path / "killed" / "eval_log.csv")] == [2, 5, 8, 11]
+
+
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     config = TrainConfig(max_steps=6, seq_len=16, micro_batch_size=2, checkpoint_every=2, progress=False)
     _, tokens, model = tiny_setup()
