@@ -1,7 +1,8 @@
 """Where a model step runs: the device and the dtype of its weights (the workflow config's ``compute:``, set per
 profile, and every model step's ``--device`` / ``--dtype`` flags).
 
-``device``: ``"cpu"``, ``"cuda"`` (the current CUDA device), ``"cuda:N"``, or ``"auto"`` (CUDA when present, else
+``device``: ``"cpu"``, ``"cuda"`` (``cuda:$LOCAL_RANK`` under torchrun, else the current CUDA device), ``"cuda:N"``,
+or ``"auto"`` (CUDA when present, else
 the CPU). ``dtype``: the dtype the model's float weights are loaded in (``"float32"``, ``"bfloat16"``,
 ``"float16"``). The embedded models and every CI profile run float32 on the CPU; the ``paper`` profile runs bf16
 weights on CUDA, as the papers did.
@@ -60,15 +61,16 @@ class Compute:
         return cls(**data)
 
     def torch_device(self) -> torch.device:
-        """The device to run on: ``"auto"`` is CUDA when present, else the CPU; CUDA without an index is
-        ``cuda:$LOCAL_RANK`` under ``torchrun`` (one GPU per process), else the current CUDA device. ValueError when
-        CUDA is asked for and this machine has none (rather than a crash deep inside the first kernel)."""
+        """The device to run on, a CUDA device always with its index (``torch.cuda.set_device`` needs one):
+        ``"auto"`` is CUDA when present, else the CPU; CUDA without an index is ``cuda:$LOCAL_RANK`` under ``torchrun``
+        (one GPU per process), else the current CUDA device. ValueError when CUDA is asked for and this machine has
+        none (rather than a crash deep inside the first kernel)."""
         name = ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
         if name.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {self.device!r} was asked for, but torch finds no CUDA device on this machine "
                              "(set compute.device to cpu or auto)")
-        if name == "cuda" and "LOCAL_RANK" in os.environ:
-            name = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        if name == "cuda":
+            name = f"cuda:{int(os.environ.get('LOCAL_RANK', torch.cuda.current_device()))}"
         return torch.device(name)
 
     def torch_dtype(self) -> torch.dtype:
@@ -79,6 +81,3 @@ class Compute:
         """``model`` moved to :meth:`torch_device` with its floating-point weights cast to :meth:`torch_dtype` (an
         evaluation step's model; training keeps float32 master weights, see the module docstring)."""
         return model.to(device=self.torch_device(), dtype=self.torch_dtype())
-
-    def to_dict(self) -> dict[str, str]:
-        return {"device": self.device, "dtype": self.dtype}

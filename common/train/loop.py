@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from common.compute import Compute
 from common.io import atomic_path, write_json
 
 TRAIN_LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "seconds")
@@ -165,11 +166,11 @@ def is_main_process() -> bool:
 
 
 def _distributed(device: torch.device | None) -> tuple[int, int, torch.device]:
-    """``(rank, world size, device)``; ``device`` None: ``cuda:$LOCAL_RANK`` when CUDA is present, else the CPU. The
-    process group (under torchrun) uses nccl on CUDA, gloo on the CPU."""
+    """``(rank, world size, device)``; ``device`` None: :class:`common.compute.Compute`'s ``auto`` (CUDA when present,
+    ``cuda:$LOCAL_RANK`` under torchrun, else the CPU). The process group (under torchrun) uses nccl on CUDA, gloo on
+    the CPU."""
     if device is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if torch.cuda.is_available() else (
-            torch.device("cpu"))
+        device = Compute().torch_device()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")

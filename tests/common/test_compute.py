@@ -35,6 +35,19 @@ def test_devices_without_cuda():
             Compute(name).torch_device()
 
 
+def test_a_cuda_device_always_carries_its_index(monkeypatch):
+    """torch.cuda.set_device refuses a CUDA device without an index: "cuda" and "auto" resolve to cuda:$LOCAL_RANK
+    under torchrun, else to the current device (CUDA faked present: only the names are built)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert Compute("cuda").torch_device() == torch.device("cuda", 2)
+    assert Compute("auto").torch_device() == torch.device("cuda", 2)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert Compute("cuda").torch_device() == torch.device("cuda", 3)
+    assert Compute("cuda:1").torch_device() == torch.device("cuda", 1)
+
+
 def test_place_casts_float_weights_and_keeps_the_parameters():
     model = torch.nn.Linear(4, 3)
     weight = model.weight
