@@ -41,16 +41,17 @@ def mw_run_config(wildcards):
     """What one run depends on, alone (a changed threshold or another run's setting reruns no training)."""
     settings = run_settings(MW, wildcards.mw_run)
     options = {settings["observer"]: settings["observer_options"]} if settings["observer"] else {}
-    run = {
-        "format": MW["format"],
-        "max_val": MW["max_val"],
-        "history_unit": MW["history_unit"],
-        "amax_reduction": MW["amax_reduction"],
-        "train": MW["train"],
-        "learning_rates": {settings["rate"]: settings["lr"]},
-        "observer_options": options,
-    }
-    return json_arg(run)
+    return json_arg(
+        {
+            "format": MW["format"],
+            "max_val": MW["max_val"],
+            "history_unit": MW["history_unit"],
+            "amax_reduction": MW["amax_reduction"],
+            "train": MW["train"],
+            "learning_rates": {settings["rate"]: settings["lr"]},
+            "observer_options": options,
+        }
+    )
 
 
 def mw_run_files(name):
