@@ -3,6 +3,7 @@
 import shutil
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -26,6 +27,17 @@ PAPERS = [p.parent.name for p in sorted(Path("papers").glob("*/rules.smk"))]
 for paper in PAPERS:
 
     include: f"papers/{paper}/rules.smk"
+
+
+onstart:
+    # before any job (not on a dry run): stop, naming each hub model or dataset the planned jobs cannot reach
+    unreachable = unreachable_hub_inputs(workflow.dag.needrun_jobs())
+    if unreachable:
+        raise WorkflowError(
+            f"profile {config['profile']!r} needs from the Hugging Face hub what this machine cannot reach (offline,"
+            " not in the cache); fetch each with the command given, or name a local copy ({path: DIR} for a model,"
+            " a dataset folder for a corpus), then rerun:\n  " + "\n  ".join(unreachable)
+        )
 
 
 rule all:

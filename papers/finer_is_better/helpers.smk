@@ -4,8 +4,10 @@ from papers.finer_is_better.settings import cells as fib_cells
 
 FIB = paper_config(FIB_KEY)
 FIB_DIR = f"{RESULTS}/{FIB_KEY}"
-FIB_MODELS = [CFG["base_model"], *FIB["model"]["external"]]
-FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model)]  # the model study's models
+FIB_MODELS = [*([CFG["base_model"]] if FIB["model"]["base"] else []), *FIB["model"]["external"]]
+if not FIB_MODELS:
+    raise ValueError(f"{FIB_KEY}.model: base is false and external is empty, so there is no model to evaluate")
+FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model, FIB["model"]["factors"])]  # its models
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
 FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
 FIB_SWEEP_FIGURES = [f"sweep-{model}-{operands}" for model in FIB_MODELS for operands in FIB["model"]["operands"]]

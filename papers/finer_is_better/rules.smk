@@ -160,7 +160,9 @@ rule fib_figure_sweep:
     """Figure: ppl(4)/ppl(16) - 1 on the sweep vs the weight sigma, a line per scale rule, Regions A/B shaded."""
     input:
         numerical=f"{FIB_DIR}/mse/summary.json",
-        models=lambda w: expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=sweep_models(w.source)),
+        models=lambda w: expand(
+            f"{FIB_DIR}/ptq/{{model}}/summary.json", model=sweep_models(w.source, FIB["model"]["factors"])
+        ),
     output:
         png=report(
             f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.png",
@@ -227,7 +229,7 @@ rule fib_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"{RESULTS}/models/base/{CFG['base_model']}/lowbit_metadata.json"],
+        metadata=pretraining_metadata(FIB_MODELS),
         examples=[
             f"{FIB_DIR}/ptq/{FIB_SWEEP[0]}/{FIB['model']['operands'][0]}/{fib_cells(FIB, 'model')[0]}.json",
             f"{FIB_DIR}/mse/{fib_cells(FIB, 'numerical')[0]}.json",

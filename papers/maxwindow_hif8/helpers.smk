@@ -9,7 +9,8 @@ from papers.maxwindow_hif8.settings import recipe, run_names, run_settings
 MW = paper_config(MW_KEY)
 MW_DIR = f"{RESULTS}/{MW_KEY}"
 MW_TRAINED = f"{RESULTS}/models/trained/{MW_KEY}"
-MW_BASE_DIR = f"{RESULTS}/models/base/{study_base_model(MW, MW_KEY)}"  # its own `base_model`, else the workflow's
+MW_BASE = study_base_model(MW, MW_KEY)  # its own `base_model`, else the workflow's
+MW_BASE_DIR = model_path(MW_BASE)
 MW_RUNS = run_names(MW)
 MW_CELLS = seed_cells(MW_RUNS, MW["seeds"])  # <run>/seed<k>: every training cell
 MW_RECIPE = seed_cell(recipe(MW), MW["seeds"][0])

@@ -263,7 +263,7 @@ rule mw_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"{MW_BASE_DIR}/lowbit_metadata.json"],
+        metadata=pretraining_metadata([MW_BASE]),
         examples=[f"{MW_TRAINED}/{MW_RECIPE}", f"{MW_DIR}/eval/hif8/{MW_RECIPE}/pretrain.json"],
     shell:
         "python -m papers.maxwindow_hif8 context --config-json {params.config} --profile {params.profile}"

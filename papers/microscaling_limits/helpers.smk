@@ -3,7 +3,9 @@ from papers.microscaling_limits.settings import KEY as MSL_KEY
 
 MSL = paper_config(MSL_KEY)
 MSL_DIR = f"{RESULTS}/{MSL_KEY}"
-MSL_MODELS = [CFG["base_model"], *MSL["model"]["external"]]
+MSL_MODELS = [*([CFG["base_model"]] if MSL["model"]["base"] else []), *MSL["model"]["external"]]
+if not MSL_MODELS:
+    raise ValueError(f"{MSL_KEY}.model: base is false and external is empty, so there is no model to evaluate")
 MSL_TENSOR_MODELS = [CFG["base_model"] if m == "base" else m for m in MSL["tensors"]["models"]]
 MSL_CORPUS = MSL["model"]["corpus"] or CFG["data"]["pretrain"]
 MSL_ELEMENT = MSL["element"]

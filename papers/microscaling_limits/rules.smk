@@ -434,8 +434,8 @@ rule msl_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"{RESULTS}/models/base/{CFG['base_model']}/lowbit_metadata.json"],
-        examples=[f"{MSL_DIR}/ptq/{CFG['base_model']}/{MSL_PTQ_CELLS[0]}.json", MSL_SWEEP_PTQ[1], MSL_SIM_CELLS[0]],
+        metadata=pretraining_metadata([*MSL_MODELS, *MSL_TENSOR_MODELS]),
+        examples=[f"{MSL_DIR}/ptq/{MSL_MODELS[0]}/{MSL_PTQ_CELLS[0]}.json", MSL_SWEEP_PTQ[1], MSL_SIM_CELLS[0]],
     shell:
         "python -m papers.microscaling_limits context --config-json {params.config} --profile {params.profile}"
         " --seed {params.seed} --validation {input.validation} --tensors {input.tensors} --models {input.models}"

@@ -111,7 +111,7 @@ def sweep_plan(paper: Mapping[str, Any], workflow: Mapping[str, Any]) -> dict[st
     blocks = sorted({n, 2 * n, *sweep["figure_blocks"]})
     cells = ["unquantized", *(cell_name(element, v, b, True) for v in VARIANTS for b in blocks),
              *(cell_name(element, v, n, False) for v in VARIANTS)]
-    points = [{"model": sweep_model(workflow["base_model"], f), "factor": f} for f in factors]
+    points = [{"model": sweep_model(sweep.get("model") or workflow["base_model"], f), "factor": f} for f in factors]
     narrow = [p["model"] for p in points[-sweep["zero_shot_points"]:]]
     include = moved_include(workflow["sweep"]["transforms"])
     return {"include": include, "scales": list(SCALES), "block_size": n, "pair": [n, 2 * n], "points": points,

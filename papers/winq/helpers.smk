@@ -8,10 +8,10 @@ WQ = paper_config(WQ_KEY)
 WQ_DIR = f"{RESULTS}/{WQ_KEY}"
 WQ_TRAINED = f"{RESULTS}/models/trained/{WQ_KEY}"
 WQ_BASE = study_base_model(WQ, WQ_KEY)  # the study's base model: its own `base_model`, else the workflow's
-WQ_BASE_DIR = f"{RESULTS}/models/base/{WQ_BASE}"
+WQ_BASE_DIR = model_path(WQ_BASE)
 WQ_CELLS = training_cells(WQ)  # <run>/seed<k>, every seed of every run
 WQ_HESSIAN_CELLS = hessian_cells(WQ)
-WQ_CORPUS = CFG["data"]["pretrain"]  # QAT on the base model's own pretraining corpus, as the paper
+WQ_CORPUS = WQ["corpus"] or CFG["data"]["pretrain"]  # default: the base model's own pretraining corpus
 # Every trained model is checkpoint-quantized (workflow/rules/ptq.smk) with its own learned quantizer: packed integer
 # codes and the learned per-row scales (`python -m common.ptq quantize --recipe learned`).
 WQ_QUANTIZATION = "paretoq_learned"

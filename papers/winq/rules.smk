@@ -182,7 +182,7 @@ rule wq_context:
         profile=config["profile"],
         seed=CFG["seed"],
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
-        metadata=[f"{WQ_BASE_DIR}/lowbit_metadata.json"],
+        metadata=pretraining_metadata([WQ_BASE]),
         examples=[f"{WQ_TRAINED}/{WQ_EXAMPLE}", f"{WQ_DIR}/eval/{WQ_EXAMPLE}.json"],
     shell:
         "python -m papers.winq context --config-json {params.config} --profile {params.profile}"

@@ -97,3 +97,74 @@ def test_training_steps_given_several_gpus_run_under_torchrun():
                    "--", target)
         assert done.returncode == 0, done.stderr[-3000:]
         assert f"OMP_NUM_THREADS=1 {launch} " in done.stdout + done.stderr
+
+
+def planned_jobs(profile: str, *targets: str, extra: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """The jobs of a forced dry run: per job its ``rule``, ``resources`` (the plan's line) and ``shell`` command."""
+    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *extra,
+               "--", *targets)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs: list[dict[str, str]] = []
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
+            jobs.append({"rule": line.split()[1].rstrip(":"), "resources": "", "shell": ""})
+        elif jobs and line.strip().startswith("resources:"):
+            jobs[-1]["resources"] = line.split(":", 1)[1].strip()
+        elif jobs and line.startswith("Shell command:"):
+            jobs[-1]["shell"] = line.split(":", 1)[1].strip()
+    return jobs
+
+
+PAPER_MODELS = {"llama31_8b": "meta-llama/Llama-3.1-8B", "granite33_8b": "ibm-granite/granite-3.3-8b-base",
+                "deepseek_7b": "deepseek-ai/deepseek-llm-7b-base", "qwen25_14b": "Qwen/Qwen2.5-14B",
+                "llama2_7b": "meta-llama/Llama-2-7b-hf", "llama32_1b": "meta-llama/Llama-3.2-1B"}
+
+
+def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu():
+    """`--profile workflow/profiles/paper -n`: every report from the papers' hub models (linked, never pretrained or
+    converted) and hub datasets (WikiText-2 in its own splits joined, WikiText-103, a FineWeb sample), every model
+    step asking for a GPU, under results/paper/."""
+    jobs = planned_jobs("paper", "all")
+    rules = [job["rule"] for job in jobs]
+    assert not {"pretrain_base_model", "train_tokenizer", "convert_smollm2", "fetch_corpus"} & set(rules)
+    links = sorted(job["shell"] for job in jobs if job["rule"] == "link_external_model")
+    assert links == sorted(f"python -m common.models link --source '{{\"hub\": \"{hub}\"}}' --out"
+                           f" results/paper/models/external/{name} > logs/paper/link_external_model/{name}.log 2>&1"
+                           for name, hub in PAPER_MODELS.items())
+    prepared = " ".join(job["shell"] for job in jobs if job["rule"] == "prepare_corpus")
+    assert ("--hf-dataset wikitext --text-field text --hf-config wikitext-2-raw-v1 --hf-splits test=test train=train"
+            " validation=validation --join '\\n\\n'") in prepared
+    assert "--hf-dataset HuggingFaceFW/fineweb --text-field text --hf-config sample-10BT --hf-split train" \
+           " --max-rows 200000" in prepared
+    init = "--init results/paper/models/external/llama32_1b "
+    for rule, cells in (("mw_train", 27), ("wq_train", 44)):
+        trains = [job for job in jobs if job["rule"] == rule]
+        assert len(trains) == cells, rule
+        assert all(init in job["shell"] for job in trains), rule
+        assert all("--device auto" in job["shell"] and "gpu=1" in job["resources"] for job in trains), rule
+        assert all(job["shell"].startswith("OMP_NUM_THREADS=1 python -m ") for job in trains), rule  # one GPU each
+    fib = {job["shell"].split(" --model ")[1].split()[0] for job in jobs if job["rule"] == "fib_ptq_cells"}
+    assert fib == {f"results/paper/models/external/{m}" for m in ("llama31_8b", "granite33_8b", "deepseek_7b",
+                                                                   "qwen25_14b")}
+    evaluations = [job for job in jobs if job["rule"] in ("fib_ptq_cells", "msl_ptq_cell", "wq_hessian")]
+    assert all("--device auto --dtype bfloat16" in job["shell"] and "gpu=1" in job["resources"]
+               for job in evaluations)
+    outputs = planned_outputs("paper", "all")
+    assert all(path.startswith(("results/paper/", "reports/paper/", "data/")) for path in outputs)
+
+
+def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun():
+    """workflow/profiles/slurm-gpu, dry run (no cluster): the paper profile, every model step on one GPU, every QAT
+    training job on 8 GPUs of one node under torchrun."""
+    jobs = planned_jobs("slurm-gpu", "reports/paper/winq.html", "reports/paper/maxwindow_hif8.html",
+                        extra=("--cores", "64"))
+    for job in jobs:
+        if job["rule"] in ("mw_train", "wq_train"):
+            assert "gpu=8" in job["resources"], job
+            assert "cpus_per_task=64" in job["resources"], job
+            assert "torchrun --standalone --nproc_per_node=8 -m papers." in job["shell"], job
+        elif job["rule"] in ("mw_evaluate", "mw_evaluate_base", "wq_evaluate", "wq_hessian", "quantize_checkpoint"):
+            assert "gpu=1" in job["resources"], job
+        else:
+            assert "gpu=" not in job["resources"], job
+    assert {job["rule"] for job in jobs} >= {"mw_train", "wq_train", "wq_hessian", "link_external_model"}

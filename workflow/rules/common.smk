@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 from common.config import merged, profile_dirs
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
+from common.models.external import missing_hub_sources
 from common.qat.run import seed_cell
 
 # CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
@@ -45,6 +46,21 @@ def corpus_config(name):
     return corpora[name]
 
 
+def unreachable_hub_inputs(jobs):
+    """What the jobs about to run need from the Hugging Face hub and this machine cannot reach (offline and not in
+    the cache; common.models.external.missing_hub_sources): the sources of the external models they link and of
+    the ``datasets`` corpora they prepare, one line each with the command that fetches it. The Snakefile's onstart
+    stops on any, before a job starts (a dry run plans without them)."""
+    models, datasets = [], []
+    for job in jobs:
+        if job.rule.name == "link_external_model":
+            models.append(CFG["external_models"][job.wildcards.name])
+        elif job.rule.name == "prepare_corpus" and "hf_dataset" in corpus_config(job.wildcards.corpus):
+            source = corpus_config(job.wildcards.corpus)
+            datasets.append((source["hf_dataset"], source.get("hf_config")))
+    return missing_hub_sources(models, datasets)
+
+
 def corpus_archive(wildcards):
     source = corpus_config(wildcards.corpus)
     if "registry" in source:
@@ -58,10 +74,18 @@ def corpus_origin(wildcards, input):
         return f"--corpus {shlex.quote(source['registry'])} --archive {shlex.quote(str(input[0]))}"
     if "files" in source:
         return "--files " + " ".join(shlex.quote(p) for p in source["files"])
-    return (
-        f"--hf-dataset {shlex.quote(source['hf_dataset'])} --hf-split {source.get('hf_split', 'train')} "
-        f"--text-field {source.get('text_field', 'text')}"
-    )
+    flags = [f"--hf-dataset {shlex.quote(source['hf_dataset'])}", f"--text-field {source.get('text_field', 'text')}"]
+    if source.get("hf_config"):
+        flags.append(f"--hf-config {shlex.quote(source['hf_config'])}")
+    if source.get("hf_splits"):  # the dataset's own splits (ours -> theirs), optionally joined verbatim
+        flags.append("--hf-splits " + " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(source["hf_splits"].items())))
+        if source.get("join") is not None:
+            flags.append(f"--join {shlex.quote(source['join'].encode('unicode_escape').decode())}")  # \n escaped
+    else:
+        flags.append(f"--hf-split {shlex.quote(source.get('hf_split', 'train'))}")
+    if source.get("max_rows"):
+        flags.append(f"--max-rows {int(source['max_rows'])}")
+    return " ".join(flags)
 
 
 def train_config_json(model):
@@ -121,12 +145,22 @@ def paper_config(key):
 
 
 def study_base_model(paper, key):
-    """The embedded base model paper ``key``'s study trains from: its config's ``base_model``, or the workflow's
-    ``base_model`` when that is null; ValueError naming a name that is not a workflow ``base_models`` entry."""
+    """The model paper ``key``'s study trains from: its config's ``base_model`` (an embedded base model or an
+    external model: a local checkpoint or a hub id in the paper profile), or the workflow's ``base_model`` when
+    that is null; ValueError naming a name that is neither."""
     name = paper.get("base_model") or CFG["base_model"]
-    if name not in CFG["base_models"]:
-        raise ValueError(f"{key}.base_model {name!r} is not a workflow base model: {', '.join(CFG['base_models'])}")
+    if name not in CFG["base_models"] and name not in CFG["external_models"]:
+        raise ValueError(
+            f"{key}.base_model {name!r} is neither a workflow base model ({', '.join(CFG['base_models'])}) nor an"
+            f" external model ({', '.join(CFG['external_models'])})"
+        )
     return name
+
+
+def pretraining_metadata(models):
+    """The ``lowbit_metadata.json`` of every embedded base model among ``models`` (what a report's provenance
+    reads the pretraining time from; external models were not trained here)."""
+    return [f"{model_path(name)}/lowbit_metadata.json" for name in dict.fromkeys(models) if name in CFG["base_models"]]
 
 
 def validate_paper_config(data, schema, what):
@@ -149,12 +183,11 @@ def sweep_factor(text):
     return 0 < factor < float("inf") and f"{factor:g}" == text
 
 
-def model_dir(wildcards):
-    """The checkpoint folder of a ``model`` wildcard: ``results/models/<base|external>/<model>``, or for a sweep
-    point ``<model>-c<factor>`` of a base or external model (``smoke-c0.1``, the factor as ``f"{c:g}"``) the
-    rescaled checkpoint ``results/models/sweep/<model>/c<factor>`` (rule rescale_model). ValueError naming an
-    unknown name and the accepted forms."""
-    name = wildcards.model
+def model_path(name):
+    """The checkpoint folder of model ``name``: ``results/models/<base|external>/<name>``, or for a sweep point
+    ``<model>-c<factor>`` of a base or external model (``smoke-c0.1``, the factor as ``f"{c:g}"``) the rescaled
+    checkpoint ``results/models/sweep/<model>/c<factor>`` (rule rescale_model), the model itself for factor 1 (the
+    rescaling by 1 is the identity, bit for bit). ValueError naming an unknown name and the accepted forms."""
     if name in CFG["base_models"]:
         return f"{RESULTS}/models/base/{name}"
     if name in CFG["external_models"]:
@@ -162,6 +195,8 @@ def model_dir(wildcards):
     sweep = SWEEP_MODEL.fullmatch(name)
     known = [*CFG["base_models"], *CFG["external_models"]]
     if sweep and sweep["model"] in known and sweep_factor(sweep["factor"]):
+        if float(sweep["factor"]) == 1:
+            return model_path(sweep["model"])
         return f"{RESULTS}/models/sweep/{sweep['model']}/c{sweep['factor']}"
     raise ValueError(
         f"unknown model {name!r}: neither a base model ({', '.join(CFG['base_models'])}), an external model"
@@ -170,9 +205,15 @@ def model_dir(wildcards):
     )
 
 
-def sweep_models(model):
-    """The sweep points of ``model``: ``<model>-c<factor>`` for every factor of ``sweep.factors`` (1 included)."""
-    return [f"{model}-c{factor:g}" for factor in CFG["sweep"]["factors"]]
+def model_dir(wildcards):
+    """The checkpoint folder of a rule's ``model`` wildcard (``model_path``)."""
+    return model_path(wildcards.model)
+
+
+def sweep_models(model, factors=None):
+    """The sweep points of ``model``: ``<model>-c<factor>`` for every factor of ``factors`` (None: the workflow's
+    ``sweep.factors``; ``[1]``: the model itself, as the papers evaluate it)."""
+    return [f"{model}-c{factor:g}" for factor in (CFG["sweep"]["factors"] if factors is None else factors)]
 
 
 def compute_flags(training=False):

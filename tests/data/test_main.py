@@ -1,0 +1,73 @@
+"""`python -m common.data prepare` from a `datasets` dataset: its own splits (joined verbatim or row by row), and a
+streamed sample split by document. The dataset is a local folder of JSONL files, the offline stand-in of a hub id."""
+
+import json
+
+import pytest
+
+from common.data.__main__ import main
+from common.data.documents import read_jsonl
+
+ROWS = {
+    "train": [" = Valkyria = \n", "", " It was released in 2011 .   \n", " And more text follows here . \n"],
+    "validation": [" = Tower = \n", " The tower stands . \n"],
+    "test": [" = Robert = \n", "", " Robert is an actor . \n"],
+}
+
+
+@pytest.fixture
+def local_dataset(tmp_path):
+    folder = tmp_path / "wikitext_standin"
+    folder.mkdir()
+    for split, rows in ROWS.items():
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps({"text": row}) + "\n" for row in rows))
+    return folder
+
+
+def test_dataset_splits_joined_verbatim(local_dataset, tmp_path):
+    out = tmp_path / "wikitext2"
+    code = main(["prepare", "--hf-dataset", str(local_dataset), "--hf-splits", "train=train",
+                 "validation=validation", "test=test", "--join", r"\n\n", "--out-dir", str(out)])
+    assert code == 0
+    for split, rows in ROWS.items():
+        (document,) = read_jsonl(out / f"{split}.jsonl")
+        assert document.id == split
+        assert document.text == "\n\n".join(rows)  # byte for byte: no cleaning, empty rows kept
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["source"]["splits"] == {"train": "train", "validation": "validation", "test": "test"}
+    assert manifest["source"]["join"] == "\n\n"
+    assert manifest["raw_documents"] == 9 and manifest["kept_documents"] == 3
+
+
+def test_dataset_splits_row_by_row_are_cleaned(local_dataset, tmp_path):
+    out = tmp_path / "rows"
+    assert main(["prepare", "--hf-dataset", str(local_dataset), "--hf-splits", "train=train", "validation=test",
+                 "test=validation", "--min-chars", "10", "--out-dir", str(out)]) == 0
+    assert [d.text for d in read_jsonl(out / "train.jsonl")] == ["= Valkyria =", "It was released in 2011 .",
+                                                                 "And more text follows here ."]
+    assert [d.text for d in read_jsonl(out / "validation.jsonl")] == ["= Robert =", "Robert is an actor ."]
+
+
+def test_streamed_sample_is_split_by_document(local_dataset, tmp_path):
+    out = tmp_path / "sample"
+    assert main(["prepare", "--hf-dataset", str(local_dataset), "--max-rows", "4", "--min-chars", "1",
+                 "--validation", "0.25", "--test", "0.25", "--out-dir", str(out)]) == 0
+    texts = sorted(d.text for split in ("train", "validation", "test") for d in read_jsonl(out / f"{split}.jsonl"))
+    assert texts == sorted(["= Valkyria =", "It was released in 2011 .", "And more text follows here ."])
+    assert json.loads((out / "manifest.json").read_text())["raw_documents"] == 4  # the first 4 rows, streamed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hf-splits", "train=train", "test=test"], "--hf-splits needs OURS=THEIRS for each of"),
+        (["--hf-splits", "train=train", "validation=validation", "dev=test"], "'dev=test'"),
+        (["--join", r"\n"], "--join '\\n' needs --hf-splits"),
+        (["--max-rows", "0"], "max_rows must be at least 1, got 0"),
+    ],
+)
+def test_bad_dataset_options_name_the_value(local_dataset, tmp_path, capsys, args, message):
+    out = tmp_path / "bad"
+    assert main(["prepare", "--hf-dataset", str(local_dataset), *args, "--out-dir", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
