@@ -50,14 +50,17 @@ def test_profile_overrides_merge_into_the_rest(raw):
     assert smoke["tensors"] == {"models": ["base", "minilm"], "block_sizes": [8, 16, 32]}
     assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 8192)
     assert smoke["model"]["variants"] == ["ue4m3", "ue4m3s", "ue5m3"]
-    assert smoke["sweep"] == {"points": None, "block_size": 16, "figure_blocks": [], "zero_shot_points": 1,
-                              "max_tokens": 8192}
+    assert smoke["sweep"] == {"model": None, "points": None, "block_size": 16, "figure_blocks": [],
+                              "zero_shot_points": 1, "max_tokens": 8192}
     assert smoke["claims"] == raw["claims"]  # predictions do not depend on the profile
     full = profile_config(raw, "full")
     assert full["tensors"]["models"] == ["base", "minilm", "smollm2"]
     assert (full["model"]["external"], full["model"]["window"], full["model"]["batch_size"]) == (["smollm2"], 2048, 1)
     assert full["theory"] == raw["theory"]
     assert profile_config(raw, "default") == {k: v for k, v in raw.items() if k != "profiles"}
+    paper = profile_config(raw, "paper")  # the paper's models only, the sweep on Llama-3.1-8B
+    assert (paper["model"]["base"], paper["model"]["external"]) == (False, ["granite33_8b", "llama2_7b", "llama31_8b"])
+    assert (paper["sweep"]["model"], paper["sweep"]["block_size"]) == ("llama31_8b", 16)
 
 
 def test_unknown_profile_is_named(raw):
