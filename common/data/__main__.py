@@ -144,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "prepare":
             if args.corpus and args.archive is None:
                 raise ValueError("--corpus needs --archive (the fetched archive's path)")
-            if (args.join is not None or args.hf_splits) and not args.hf_dataset:
-                raise ValueError("--hf-splits and --join need --hf-dataset")
+            dataset_only = {"--hf-splits": args.hf_splits, "--join": args.join, "--hf-config": args.hf_config,
+                            "--max-rows": args.max_rows}
+            given = [flag for flag, value in dataset_only.items() if value is not None]
+            if given and not args.hf_dataset:
+                raise ValueError(f"{', '.join(given)} need --hf-dataset (they read a `datasets` dataset)")
             if args.join is not None and not args.hf_splits:
                 raise ValueError(f"--join {args.join!r} needs --hf-splits (it joins each of the dataset's splits)")
             _prepare(args)

@@ -96,11 +96,13 @@ def read_hf_dataset_documents(name: str, split: str = "train", text_field: str =
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be at least 1, got {max_rows}")
     dataset = datasets.load_dataset(name, config_name, split=split, streaming=max_rows is not None)
-    fields = dataset.column_names or []
-    if fields and text_field not in fields:
-        raise ValueError(f"dataset {name!r} has no field {text_field!r}; fields: {', '.join(fields)}")
     rows = dataset.take(max_rows) if max_rows is not None else dataset
-    return [Document(f"{i:07d}", row[text_field]) for i, row in enumerate(rows)]
+    documents = []
+    for i, row in enumerate(rows):  # a streamed dataset may not know its fields before its first row
+        if text_field not in row:
+            raise ValueError(f"dataset {name!r} has no field {text_field!r}; fields: {', '.join(row)}")
+        documents.append(Document(f"{i:07d}", row[text_field]))
+    return documents
 
 
 def joined_document(documents: Sequence[Document], separator: str, doc_id: str) -> Document:

@@ -71,3 +71,17 @@ def test_bad_dataset_options_name_the_value(local_dataset, tmp_path, capsys, arg
     assert main(["prepare", "--hf-dataset", str(local_dataset), *args, "--out-dir", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_missing_text_field_is_named(local_dataset, tmp_path, capsys):
+    out = tmp_path / "field"
+    assert main(["prepare", "--hf-dataset", str(local_dataset), "--max-rows", "2", "--text-field", "body",
+                 "--out-dir", str(out)]) == 2
+    assert "has no field 'body'; fields: text" in capsys.readouterr().err  # streamed: read from the first row
+    assert not out.exists()
+
+
+def test_dataset_flags_without_a_dataset_are_named(tmp_path, capsys):
+    assert main(["prepare", "--files", str(tmp_path / "x.txt"), "--hf-config", "c", "--max-rows", "3",
+                 "--out-dir", str(tmp_path / "out")]) == 2
+    assert "--hf-config, --max-rows need --hf-dataset" in capsys.readouterr().err

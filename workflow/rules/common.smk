@@ -55,9 +55,10 @@ def unreachable_hub_inputs(jobs):
     for job in jobs:
         if job.rule.name == "link_external_model":
             models.append(CFG["external_models"][job.wildcards.name])
-        elif job.rule.name == "prepare_corpus" and "hf_dataset" in corpus_config(job.wildcards.corpus):
+        elif job.rule.name == "prepare_corpus":
             source = corpus_config(job.wildcards.corpus)
-            datasets.append((source["hf_dataset"], source.get("hf_config")))
+            if "hf_dataset" in source:
+                datasets.append((source["hf_dataset"], source.get("hf_config")))
     return missing_hub_sources(models, datasets)
 
 
