@@ -27,7 +27,7 @@ reports: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(CORES)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -320,7 +319,8 @@ def _versions() -> dict[str, str]:
         lowbit = importlib.metadata.version("lowbit-lab")
     except importlib.metadata.PackageNotFoundError:  # running from a clone that was not pip-installed
         lowbit = "unknown"
-    return {"lowbit-lab": lowbit, "torch": torch.__version__, "transformers": transformers.__version__}
+    return {"lowbit-lab": lowbit, "torch": torch.__version__,
+            "transformers": importlib.metadata.version("transformers")}
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -334,6 +334,8 @@ def load_quantized_checkpoint(path: str | os.PathLike[str]) -> tuple[nn.Module, 
     float32 copy). ``handle`` holds the activation hooks re-attached from the recipe (none without activation
     quantization); ``handle.remove()`` removes them, the weights stay quantized.
     """
+    import transformers  # here, not at the top: the numerical cells import this module and never load a model
+
     folder = Path(path)
     meta = read_quantization_config(folder)
     recipe = QuantRecipe.from_dict(meta["recipe"])

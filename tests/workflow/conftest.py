@@ -3,8 +3,15 @@
 The copy holds the tracked files plus untracked files git does not ignore (so a working tree under review is
 what gets built). One run of ``snakemake --profile workflow/profiles/smoke all shared_stages`` builds every
 report that exists and the shared stages with a single smoke base model; the tests then inspect the copy.
+
+Under pytest-xdist (``make test`` runs ``-n $(CORES)``) the workers share it: it lives in the run's common temporary
+folder, the first worker that needs it builds it while the others go on with the rest of the suite, and every test
+holds a lock on it while it runs (exclusive for a test that runs Snakemake in the copy, shared for one that only
+reads it), so no two tests ever change the copy at once.
 """
 
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -29,14 +36,40 @@ def snakemake(copy: Path, *args: str, timeout: int = 300) -> subprocess.Complete
     return subprocess.run([*SNAKEMAKE, *args], cwd=copy, capture_output=True, text=True, timeout=timeout)
 
 
+def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder every xdist worker of this run shares (the run's own one without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
-def smoke_build(tmp_path_factory):
-    """The copy after the smoke build of every report and the shared stages."""
-    copy = tmp_path_factory.mktemp("repo")
-    copy_worktree(copy)
-    run = snakemake(copy, "all", "shared_stages", timeout=1800)
-    assert run.returncode == 0, run.stderr[-4000:]
+def smoke_copy(tmp_path_factory) -> Path:
+    """The copy after the smoke build, built once per run by whichever worker asks first; a failed build is reported
+    to every worker that asks later, never rebuilt."""
+    root = shared_temp(tmp_path_factory)
+    copy, done, failed = root / "smoke_build", root / "smoke_build.done", root / "smoke_build.failed"
+    with open(root / "smoke_build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the smoke build failed (in another worker):\n{failed.read_text()}")
+        if not done.exists():
+            copy.mkdir()
+            copy_worktree(copy)
+            run = snakemake(copy, "all", "shared_stages", timeout=1800)
+            if run.returncode != 0:
+                failed.write_text(run.stderr[-4000:])
+                pytest.fail(f"the smoke build failed:\n{run.stderr[-4000:]}")
+            done.touch()
     return copy
+
+
+@pytest.fixture
+def smoke_build(smoke_copy, request, tmp_path_factory):
+    """The smoke-built copy, locked for the test: exclusively when the test runs Snakemake in it, shared otherwise."""
+    exclusive = "run_snakemake" in request.fixturenames
+    with open(shared_temp(tmp_path_factory) / "smoke_build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield smoke_copy
 
 
 @pytest.fixture(scope="session")

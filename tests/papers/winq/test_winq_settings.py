@@ -34,7 +34,7 @@ def raw():
     return yaml.safe_load((ROOT / "config.yaml").read_text())[KEY]
 
 
-@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 36, 36), ("full", 40, 36)])
+@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 36, 27), ("full", 40, 36)])
 def test_every_profile_validates(raw, profile, cells, hessians):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
@@ -69,13 +69,13 @@ def test_seeds_of_compared_and_figure_runs(raw):
 def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
-        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-4,
+        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-5,
         "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
-        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-4,
+        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-5,
         "interpolation": None, "noise_sigma": 0.0, "hadamard": False}
     full = profile_config(raw, "full")
-    assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-4
+    assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-5
     assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 160, "strength": 0.8}  # a quarter
     assert run_settings(active, "w3-winq")["interpolation"] == {"every": 320, "strength": 0.8}  # a half
     assert run_settings(profile_config(raw, "smoke"), "w1-winq")["interpolation"] == {"every": 3, "strength": 0.8}
@@ -108,10 +108,10 @@ def test_learning_rate_groups():
 def test_train_config_per_run(raw):
     smoke = profile_config(raw, "smoke")
     config = train_config(smoke, "w1-winq", seed=3)
-    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 3.0e-4, 3)
+    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 3.0e-5, 3)
     assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 2, 6, False)
     assert config.min_lr_ratio == 0.0
-    assert train_config(profile_config(raw, "full"), "w2a8-baseline").lr == 6.0e-4
+    assert train_config(profile_config(raw, "full"), "w2a8-baseline").lr == 6.0e-5
 
 
 def test_bad_run_names_are_named(raw):
@@ -166,7 +166,7 @@ def test_run_config_is_the_runs_own_part(raw):
     assert run_config(active, "w2-baseline") == {
         "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
         "compared": {"w2": ["baseline"]}, "figure_methods": [], "seeds": [0], "figure_seeds": [0],
-        "learning_rates": {"low_bit": 3.0e-4}, "noise": {}, "train": active["train"]}
+        "learning_rates": {"low_bit": 3.0e-5}, "noise": {}, "train": active["train"]}
     assert run_config(active, "w3-winq")["interpolation"] == {"strength": 0.8, "fraction": {"high_bit": 0.5}}
     assert run_config(active, "w3-winq")["noise"] == {"sigma": 1.0e-3}
     # another seed list, another group's fraction, another setting's bits: the same part
