@@ -15,6 +15,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,20 +38,23 @@ def snakemake(copy: Path, *args: str, timeout: int = 300) -> subprocess.Complete
     return subprocess.run([*SNAKEMAKE, *args], cwd=copy, capture_output=True, text=True, timeout=timeout)
 
 
-def shared_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The temporary folder every xdist worker of this run shares (the run's own one without xdist)."""
+@contextmanager
+def build_lock(tmp_path_factory: pytest.TempPathFactory, mode: int) -> Iterator[Path]:
+    """Holds the smoke build's lock (``fcntl.LOCK_EX`` or ``LOCK_SH``) in the temporary folder every xdist worker of
+    this run shares (the run's own one without xdist); yields that folder."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(root / "smoke_build.lock", "w") as lock:
+        fcntl.flock(lock, mode)
+        yield root
 
 
 @pytest.fixture(scope="session")
 def smoke_copy(tmp_path_factory) -> Path:
     """The copy after the smoke build, built once per run by whichever worker asks first; a failed build is reported
     to every worker that asks later, never rebuilt."""
-    root = shared_temp(tmp_path_factory)
-    copy, done, failed = root / "smoke_build", root / "smoke_build.done", root / "smoke_build.failed"
-    with open(root / "smoke_build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(tmp_path_factory, fcntl.LOCK_EX) as root:
+        copy, done, failed = root / "smoke_build", root / "smoke_build.done", root / "smoke_build.failed"
         if failed.exists():
             pytest.fail(f"the smoke build failed (in another worker):\n{failed.read_text()}")
         if not done.exists():
@@ -58,7 +63,7 @@ def smoke_copy(tmp_path_factory) -> Path:
             run = snakemake(copy, "all", "shared_stages", timeout=1800)
             if run.returncode != 0:
                 failed.write_text(run.stderr[-4000:])
-                pytest.fail(f"the smoke build failed:\n{run.stderr[-4000:]}")
+                pytest.fail(f"the smoke build failed:\n{failed.read_text()}")
             done.touch()
     return copy
 
@@ -66,9 +71,7 @@ def smoke_copy(tmp_path_factory) -> Path:
 @pytest.fixture
 def smoke_build(smoke_copy, request, tmp_path_factory):
     """The smoke-built copy, locked for the test: exclusively when the test runs Snakemake in it, shared otherwise."""
-    exclusive = "run_snakemake" in request.fixturenames
-    with open(shared_temp(tmp_path_factory) / "smoke_build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    with build_lock(tmp_path_factory, fcntl.LOCK_EX if "run_snakemake" in request.fixturenames else fcntl.LOCK_SH):
         yield smoke_copy
 
 
