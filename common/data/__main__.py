@@ -8,6 +8,7 @@
     python -m common.data prepare --hf-dataset wikitext --hf-config wikitext-2-raw-v1 --hf-splits train=train
         validation=validation test=test --join '\\n\\n' --out-dir data/corpora/wikitext2
     python -m common.data tokenizer --train data/corpora/sotu/train.jsonl --vocab-size 8192 --out DIR
+    python -m common.data shards --tokenizer MODEL_OR_TOKENIZER --split data/corpora/sotu/train.jsonl --out DIR
     python -m common.data stats --corpus-dir data/corpora/sotu --tokenizer DIR --out stats.json
 """
 
@@ -32,6 +33,7 @@ from .documents import (
 )
 
 from .sources import fetch_archive, get_corpus
+from .shards import SHARD_TOKENS, shard_split
 from .tokenizer import load_tokenizer, save_tokenizer, token_stream, train_tokenizer
 
 
@@ -133,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer.add_argument("--train", type=Path, required=True)
     tokenizer.add_argument("--vocab-size", type=int, default=8192)
     tokenizer.add_argument("--out", type=Path, required=True)
+    shards = commands.add_parser("shards", help="tokenize a split once into memory-mapped token shards")
+    shards.add_argument("--tokenizer", type=Path, required=True, help="a tokenizer or checkpoint folder")
+    shards.add_argument("--split", type=Path, required=True, help="the JSONL split, read line by line")
+    shards.add_argument("--shard-tokens", type=int, default=SHARD_TOKENS, help="tokens per shard file")
+    shards.add_argument("--out", type=Path, required=True, help="the shard folder")
     stats = commands.add_parser("stats", help="documents, characters and tokens per split")
     stats.add_argument("--corpus-dir", type=Path, required=True)
     stats.add_argument("--tokenizer", type=Path, required=True)
@@ -154,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             _prepare(args)
         elif args.command == "tokenizer":
             save_tokenizer(train_tokenizer((d.text for d in read_jsonl(args.train)), args.vocab_size), args.out)
+        elif args.command == "shards":
+            shard_split(load_tokenizer(args.tokenizer), args.split, args.out, shard_tokens=args.shard_tokens)
         else:
             _stats(args)
     except (ValueError, RuntimeError, OSError) as error:

@@ -24,7 +24,7 @@ import json
 import re
 import tarfile
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,10 +145,10 @@ def write_jsonl(path: str | Path, documents: Iterable[Document]) -> None:
     io.write_jsonl(path, ({"id": d.id, "text": d.text} for d in documents))
 
 
-def read_jsonl(path: str | Path) -> list[Document]:
-    """Read a split: JSONL, one ``{"id": str, "text": str}`` object a line (blank lines skipped), ids unique,
-    at least one document. A bad line raises ``ValueError`` naming ``path:line`` and the problem."""
-    documents = []
+def iter_jsonl(path: str | Path) -> Iterator[Document]:
+    """Stream a split: JSONL, one ``{"id": str, "text": str}`` object a line (blank lines skipped), ids unique,
+    at least one document. A bad line raises ``ValueError`` naming ``path:line`` and the problem (when it is
+    reached: a consumer that stops early sees only the lines it read)."""
     seen: set[str] = set()
     shape = '{"id": str, "text": str}'
     for line_no, record in io.read_jsonl(path, expected=shape):
@@ -157,10 +157,14 @@ def read_jsonl(path: str | Path) -> list[Document]:
         if record["id"] in seen:
             raise ValueError(f"{path}:{line_no}: duplicate document id {record['id']!r}")
         seen.add(record["id"])
-        documents.append(Document(record["id"], record["text"]))
-    if not documents:
+        yield Document(record["id"], record["text"])
+    if not seen:
         raise ValueError(f"{path}: no documents")
-    return documents
+
+
+def read_jsonl(path: str | Path) -> list[Document]:
+    """A whole split in memory (:func:`iter_jsonl`'s documents and checks)."""
+    return list(iter_jsonl(path))
 
 
 def write_splits(out_dir: str | Path, splits: dict[str, list[Document]], manifest: dict) -> None:

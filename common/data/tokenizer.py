@@ -8,6 +8,7 @@ equal count break ties the same way and the tokenizer is byte-identical on every
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -64,13 +65,27 @@ def load_tokenizer(path: str | Path):
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
-def token_stream(tokenizer, documents: Sequence[Document]) -> torch.LongTensor:
-    """Token ids of ``documents`` in order, each document's tokens (no special tokens added) followed by
-    ``eos_token_id``: the training/evaluation stream, a 1-D ``torch.long`` tensor."""
-    import torch
-
+def stream_ids(tokenizer, texts: Sequence[str]) -> list[int]:
+    """Token ids of ``texts`` in order, each text's tokens (no special tokens added) followed by ``eos_token_id``:
+    the one encoding of every token stream (:func:`token_stream` in memory, :mod:`common.data.shards` on disk)."""
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_token_id")
-    encoded = tokenizer([d.text for d in documents], add_special_tokens=False)["input_ids"] if documents else []
-    return torch.tensor([tok for ids in encoded for tok in (*ids, eos)], dtype=torch.long)
+    encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+    return [tok for ids in encoded for tok in (*ids, eos)]
+
+
+def token_stream(tokenizer, documents: Sequence[Document]) -> torch.LongTensor:
+    """:func:`stream_ids` of ``documents``' texts: the training/evaluation stream, a 1-D ``torch.long`` tensor."""
+    import torch
+
+    return torch.tensor(stream_ids(tokenizer, [d.text for d in documents]), dtype=torch.long)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """Hex sha256 of a fast tokenizer's serialized form (vocabulary, merges, normalizer, pre-tokenizer, special
+    tokens): equal fingerprints encode every text alike. What a token shard records and checks."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer (no backend_tokenizer)")
+    return hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from common.data import read_jsonl, token_stream
+from common.data import load_tokens
 from common.io import sha256_file, write_json
 from common.models import count_parameters, load_model, save_checkpoint
 from common.train import Hooks, TrainConfig, is_main_process, train
@@ -101,18 +101,18 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
             validation_split: str | os.PathLike[str] | None, config: TrainConfig, run_dir: str | os.PathLike[str],
             out: str | os.PathLike[str], attach: Callable[[nn.Module], Attachment],
             device: torch.device | None = None) -> dict[str, Any]:
-    """Train one QAT run (module docstring) of ``init`` on ``train_split`` (JSONL documents), the validation curve
-    on ``validation_split`` (None: no curve), on ``device`` (:func:`common.train.train`'s; None: CUDA when present);
-    returns the metadata written to ``out/lowbit_metadata.json``. Under ``torchrun`` (one process per GPU, data
-    parallel) every rank trains and only rank 0 (:func:`common.train.is_main_process`) writes the run's files: the
-    record, the method's artifacts (its rank's telemetry) and the checkpoint. ValueError naming a missing split
-    before anything is loaded."""
+    """Train one QAT run (module docstring) of ``init`` on ``train_split`` (JSONL documents, or their token shards:
+    :func:`common.data.load_tokens`), the validation curve on ``validation_split`` (None: no curve), on ``device``
+    (:func:`common.train.train`'s; None: CUDA when present); returns the metadata written to
+    ``out/lowbit_metadata.json``. Under ``torchrun`` (one process per GPU, data parallel) every rank trains and only
+    rank 0 (:func:`common.train.is_main_process`) writes the run's files: the record, the method's artifacts (its
+    rank's telemetry) and the checkpoint. ValueError naming a missing split before anything is loaded."""
     for flag, path in (("train split", train_split), ("validation split", validation_split)):
-        if path is not None and not Path(path).is_file():
+        if path is not None and not Path(path).exists():
             raise ValueError(f"no {flag} at {str(path)!r}")
     model, tokenizer = load_model(init)
-    train_tokens = token_stream(tokenizer, read_jsonl(train_split))
-    val_tokens = token_stream(tokenizer, read_jsonl(validation_split)) if validation_split else None
+    train_tokens = load_tokens(tokenizer, train_split)
+    val_tokens = load_tokens(tokenizer, validation_split, in_memory=True) if validation_split else None
     attachment = attach(model)
     run_dir = Path(run_dir)
     writer = is_main_process()

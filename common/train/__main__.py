@@ -4,8 +4,10 @@
         --config train.json --run-dir RUN --out MODEL
 
 ``--init`` is an embedded architecture name (pretraining from scratch, seeded) or a checkpoint folder (continual
-pretraining). ``--device`` (:class:`common.compute.Compute`; default auto: CUDA when present, under torchrun
-``cuda:$LOCAL_RANK``) is where it trains; mixed precision is the config's ``bf16``. ``--config`` is a JSON object of
+pretraining). ``--train`` and ``--validation`` are JSONL splits or their token shards (:mod:`common.data.shards`,
+memory-mapped: for corpora too large for memory; the same batches either way). ``--device``
+(:class:`common.compute.Compute`; default auto: CUDA when present, under torchrun ``cuda:$LOCAL_RANK``) is where it
+trains; mixed precision is the config's ``bf16``. ``--config`` is a JSON object of
 :class:`common.train.TrainConfig` fields; ``--config-json`` the same inline; ``--set key=value`` overrides single
 fields. The trained model is saved (rank 0, atomically) to ``--out``.
 """
@@ -19,8 +21,7 @@ import sys
 from pathlib import Path
 
 from common.cli import DEVICE_FLAG, device_setting
-from common.data.documents import read_jsonl
-from common.data.tokenizer import load_tokenizer, token_stream
+from common.data import load_tokenizer, load_tokens
 from common.models import ARCHITECTURES, build_model, count_parameters, load_model, save_checkpoint
 
 from .loop import TrainConfig, is_main_process, train
@@ -40,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m common.train", description=__doc__.splitlines()[0])
     parser.add_argument("--init", required=True, help=f"architecture ({', '.join(ARCHITECTURES)}) or checkpoint folder")
     parser.add_argument("--tokenizer", type=Path, help="tokenizer folder (default: the checkpoint's own)")
-    parser.add_argument("--train", type=Path, required=True, help="training split (JSONL)")
-    parser.add_argument("--validation", type=Path, help="validation split (JSONL) for periodic evaluation")
+    parser.add_argument("--train", type=Path, required=True,
+                        help="training split: JSONL, or its token shards (python -m common.data shards)")
+    parser.add_argument("--validation", type=Path, help="validation split (JSONL or shards) for periodic evaluation")
     parser.add_argument("--config", type=Path, help="JSON file of TrainConfig fields")
     parser.add_argument("--config-json", help="the same as an inline JSON object (merged over --config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one field")
@@ -64,11 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             model, tokenizer = load_model(args.init)
             if args.tokenizer is not None:
                 tokenizer = load_tokenizer(args.tokenizer)
-        for path in (args.train, args.validation):
-            if path is not None and not path.is_file():
-                raise ValueError(f"no split file at {str(path)!r}")
-        train_tokens = token_stream(tokenizer, read_jsonl(args.train))
-        val_tokens = token_stream(tokenizer, read_jsonl(args.validation)) if args.validation else None
+        train_tokens = load_tokens(tokenizer, args.train)
+        val_tokens = load_tokens(tokenizer, args.validation, in_memory=True) if args.validation else None
     except (ValueError, OSError, json.JSONDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -11,7 +11,8 @@ Data order is a pure function of ``(seed, step)``: the token stream is cut into 
 global batch ``t`` is the next ``micro_batch_size * grad_accum * world_size`` sequences of that order, and
 micro-step ``k`` of rank ``r`` takes the slice ``(k * world_size + r) * micro_batch_size`` of it. So 2 ranks with
 ``grad_accum = a`` see exactly the micro-batches of 1 rank with ``grad_accum = 2a``, and a resumed run sees
-exactly the batches an uninterrupted run would.
+exactly the batches an uninterrupted run would. The stream is a ``torch.long`` tensor or, for corpora too large for
+memory, its memory-mapped :class:`common.data.shards.TokenShards` (only the sequences of a batch are read).
 
 QAT plugs in through :class:`Hooks` (called on every rank).
 """
@@ -35,6 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from common.compute import Compute
+from common.data.shards import TokenShards
 from common.io import atomic_path, write_json
 
 TRAIN_LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "seconds")
@@ -111,7 +113,7 @@ def learning_rate(step: int, config: TrainConfig) -> float:
 class SequenceSampler:
     """The data order of the module docstring."""
 
-    def __init__(self, tokens: torch.Tensor, seq_len: int, seed: int):
+    def __init__(self, tokens: torch.Tensor | TokenShards, seq_len: int, seed: int):
         self.sequences = (tokens.numel() - 1) // seq_len
         if self.sequences < 1:
             raise ValueError(f"token stream of {tokens.numel()} tokens is shorter than seq_len + 1 = {seq_len + 1}")
@@ -217,7 +219,7 @@ def _write_log(path: Path, fields_: tuple[str, ...], rows: list[dict[str, str]])
         writer.writerows(rows)
 
 
-def train(model: torch.nn.Module, train_tokens: torch.Tensor, config: TrainConfig, run_dir: str | Path, *,
+def train(model: torch.nn.Module, train_tokens: torch.Tensor | TokenShards, config: TrainConfig, run_dir: str | Path, *,
           val_tokens: torch.Tensor | None = None, hooks: Hooks | None = None,
           stale_checkpoint: str = "error", record: Mapping[str, Any] | None = None,
           device: torch.device | None = None) -> dict[str, Any]:

@@ -18,8 +18,8 @@ rule mw_train:
     W8A8 QAT (resumable: rerunning after a kill continues from the cell's checkpoint.pt)."""
     input:
         init=MW_BASE_DIR,
-        train=f"data/corpora/{MW_CORPORA['shift']}/train.jsonl",
-        validation=f"data/corpora/{MW_CORPORA['shift']}/validation.jsonl",
+        train=training_split(MW_CORPORA["shift"], "train", MW_BASE),
+        validation=training_split(MW_CORPORA["shift"], "validation", MW_BASE),
     output:
         model=directory(f"{MW_TRAINED}/{{mw_run}}/seed{{seed}}"),
         log=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/train_log.csv",

@@ -19,8 +19,8 @@ rule wq_train:
     rerunning after a kill continues from its checkpoint.pt)."""
     input:
         init=WQ_BASE_DIR,
-        train=f"data/corpora/{WQ_CORPUS}/train.jsonl",
-        validation=f"data/corpora/{WQ_CORPUS}/validation.jsonl",
+        train=training_split(WQ_CORPUS, "train", WQ_BASE),
+        validation=training_split(WQ_CORPUS, "validation", WQ_BASE),
     output:
         model=directory(f"{WQ_TRAINED}/{{wq_run}}/seed{{wq_seed}}"),
         curve=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/eval_log.csv",

@@ -98,11 +98,12 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
              out: str | os.PathLike[str], *, bits: float, activation_bits: int | None = None, method: str,
              every: int | None = None, strength: float = WINQ_STRENGTH, noise_sigma: float = 0.0,
              hadamard: bool = False, device: torch.device | None = None) -> dict[str, Any]:
-    """Train one run (module docstring) from the checkpoint ``init`` on ``train_split`` (JSONL documents), the
-    validation curve on ``validation_split``, on ``device`` (None: CUDA when present); returns the metadata of
-    :func:`common.qat.run.qat_run`, whose ``qat`` record holds :func:`common.qat.lowbit_io.lowbit_record`'s fields
-    and ``method``, ``every``, ``strength``, ``noise_sigma``, ``noise_seed`` (= ``config.seed``) and
-    ``interpolations``: the number performed, ``max_steps // every`` for an interpolating method, else 0.
+    """Train one run (module docstring) from the checkpoint ``init`` on ``train_split`` (JSONL documents or their
+    token shards), the validation curve on ``validation_split``, on ``device`` (None: CUDA when present); returns the
+    metadata of :func:`common.qat.run.qat_run`, whose ``qat`` record holds
+    :func:`common.qat.lowbit_io.lowbit_record`'s fields and ``method``, ``every``, ``strength``, ``noise_sigma``,
+    ``noise_seed`` (= ``config.seed``) and ``interpolations``: the number performed, ``max_steps // every`` for an
+    interpolating method, else 0.
 
     ValueError naming the value: an unknown bit width or method, ``every``/``noise_sigma`` that do not fit the
     method (:func:`check_method`), a missing split; :func:`attach_lowbit` rejects a bad ``activation_bits`` and a
@@ -110,9 +111,6 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     """
     lowbit_spec(bits)
     components = check_method(method, every, noise_sigma)
-    for flag, path in (("train split", train_split), ("validation split", validation_split)):
-        if not Path(path).is_file():
-            raise ValueError(f"no {flag} at {str(path)!r}")
 
     def attach(model: torch.nn.Module) -> WinQAttachment:
         handle = attach_lowbit(model, lowbit_selection(model), bits, activation_bits=activation_bits,

@@ -122,8 +122,9 @@ PAPER_MODELS = {"llama31_8b": "meta-llama/Llama-3.1-8B", "granite33_8b": "ibm-gr
 
 def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu():
     """`--profile workflow/profiles/paper -n`: every report from the papers' hub models (linked, never pretrained or
-    converted) and hub datasets (WikiText-2 in its own splits joined, WikiText-103, a FineWeb sample), every model
-    step asking for a GPU, under results/paper/."""
+    converted) and hub datasets (WikiText-2 in its own splits joined, WikiText-103, a FineWeb sample, which the QAT
+    trains read as token shards made with the study model's tokenizer), every model step asking for a GPU, under
+    results/paper/."""
     jobs = planned_jobs("paper", "all")
     rules = [job["rule"] for job in jobs]
     assert not {"pretrain_base_model", "train_tokenizer", "convert_smollm2", "fetch_corpus"} & set(rules)
@@ -137,10 +138,17 @@ def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu()
     assert "--hf-dataset HuggingFaceFW/fineweb --text-field text --hf-config sample-10BT --hf-split train" \
            " --max-rows 200000" in prepared
     init = "--init results/paper/models/external/llama32_1b "
+    shards = "results/paper/tokens/fineweb_sample/llama32_1b"
+    sharding = sorted(job["shell"] for job in jobs if job["rule"] == "token_shards")
+    assert sharding == [f"python -m common.data shards --tokenizer results/paper/models/external/llama32_1b --split"
+                        f" data/corpora/fineweb_sample/{split}.jsonl --shard-tokens 268435456 --out {shards}/{split}"
+                        f" > logs/paper/token_shards/fineweb_sample/llama32_1b/{split}.log 2>&1"
+                        for split in ("train", "validation")]  # both studies' trains share them
     for rule, cells in (("mw_train", 27), ("wq_train", 44)):
         trains = [job for job in jobs if job["rule"] == rule]
         assert len(trains) == cells, rule
         assert all(init in job["shell"] for job in trains), rule
+        assert all(f" --train {shards}/train --validation {shards}/validation " in job["shell"] for job in trains)
         assert all("--device auto" in job["shell"] and "gpu=1" in job["resources"] for job in trains), rule
         assert all(job["shell"].startswith("OMP_NUM_THREADS=1 python -m ") for job in trains), rule  # one GPU each
     fib = {job["shell"].split(" --model ")[1].split()[0] for job in jobs if job["rule"] == "fib_ptq_cells"}

@@ -243,6 +243,14 @@ def lm_eval_options():
     return " ".join(options)
 
 
+def training_split(corpus, split, model):
+    """What a QAT study's training step reads for ``split`` of ``corpus`` with ``model``'s tokenizer: the JSONL split,
+    or with ``data.token_shards`` its token shards (rule token_shards)."""
+    if CFG["data"].get("token_shards", False):
+        return f"{RESULTS}/tokens/{corpus}/{model}/{split}"
+    return f"data/corpora/{corpus}/{split}.jsonl"
+
+
 def seed_cells(runs, seeds):
     """``<run>/seed<k>`` of every run and seed (common.qat.run.seed_cell): the training cells of a QAT paper."""
     return [seed_cell(run, seed) for run in runs for seed in seeds]

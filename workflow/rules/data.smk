@@ -55,6 +55,28 @@ rule train_tokenizer:
         "python -m common.data tokenizer --train {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
 
 
+rule token_shards:
+    """A corpus split tokenized once with a model's tokenizer into memory-mapped token shards (common.data.shards;
+    streamed: never held whole), what QAT trains read with data.token_shards."""
+    input:
+        split="data/corpora/{corpus}/{split}.jsonl",
+        model=model_dir,
+    output:
+        directory(f"{RESULTS}/tokens/{{corpus}}/{{model}}/{{split}}"),
+    log:
+        f"{LOGS}/token_shards/{{corpus}}/{{model}}/{{split}}.log",
+    wildcard_constraints:
+        split="|".join(SPLITS),
+        model=r"[A-Za-z0-9_]+",
+    conda:
+        CONDA_ENV
+    params:
+        shard_tokens=CFG["data"].get("shard_tokens", 1 << 28),
+    shell:
+        "python -m common.data shards --tokenizer {input.model} --split {input.split}"
+        " --shard-tokens {params.shard_tokens} --out {output} > {log} 2>&1"
+
+
 rule corpus_stats:
     """Documents, characters and tokens (with the pretraining tokenizer) of every split of a corpus."""
     input:
