@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from common.io import write_json
+
 if TYPE_CHECKING:
     import torch
 
@@ -64,6 +66,16 @@ def require_paths(paths: Mapping[str, str | os.PathLike[str]]) -> None:
     for flag, path in paths.items():
         if not Path(path).exists():
             raise ValueError(f"{flag} {str(path)!r} does not exist")
+
+
+def write_cell_records(cells: Sequence[str], outs: Sequence[str | os.PathLike[str]],
+                       evaluate: Callable[[Sequence[str]], Sequence[Any]]) -> None:
+    """The step of several cells in one process: ``evaluate(cells)`` (one record a cell, in order), each record
+    written to its own ``--out`` (JSON, atomically). ValueError before any work when the two lists do not pair."""
+    if len(cells) != len(outs):
+        raise ValueError(f"--cells and --out must pair up: {len(cells)} cells, {len(outs)} outputs")
+    for out, record in zip(outs, evaluate(cells), strict=True):
+        write_json(out, record)
 
 
 def evidence_settings(args: argparse.Namespace) -> Evidence:

@@ -20,6 +20,7 @@ from common.cli import (
     require_paths,
     run_step,
     step_parser,
+    write_cell_records,
 )
 from common.config import json_object
 from common.io import read_json, write_json
@@ -31,22 +32,20 @@ def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
     return [read_json(p) for p in paths]
 
 
-def mse_cell(args: argparse.Namespace) -> None:
+def mse_cells(args: argparse.Namespace) -> None:
     from .numerical import numerical_cell
 
-    write_json(args.out, numerical_cell(json_object(args.config_json), args.cell))
+    config = json_object(args.config_json)
+    write_cell_records(args.cells, args.out, lambda cells: [numerical_cell(config, cell) for cell in cells])
 
 
 def ptq_cells(args: argparse.Namespace) -> None:
     from .model_study import model_cells
 
     require_paths({"--model": args.model, "--split": args.split})
-    if len(args.cells) != len(args.out):
-        raise ValueError(f"--cells and --out must pair up: {len(args.cells)} cells, {len(args.out)} outputs")
-    records = model_cells(json_object(args.config_json), args.cells, args.operands, args.model, args.split,
-                          compute_settings(args))
-    for out, record in zip(args.out, records, strict=True):
-        write_json(out, record)
+    config, compute = json_object(args.config_json), compute_settings(args)
+    write_cell_records(args.cells, args.out, lambda cells: model_cells(config, cells, args.operands, args.model,
+                                                                       args.split, compute))
 
 
 def ptq_unquantized(args: argparse.Namespace) -> None:
@@ -118,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     req, many = REQUIRED, MANY
     cell = "<element>-<scale>-b<block>-<variant>"
     return step_parser("python -m papers.finer_is_better", __doc__, [
-        ("mse-cell", mse_cell, "one numerical cell: MSE vs sigma",
-         [("--config-json", req), ("--cell", {"required": True, "help": cell}), ("--out", req)]),
+        ("mse-cells", mse_cells, "numerical cells, one process: MSE vs sigma",
+         [("--config-json", req), ("--cells", {"nargs": "+", "required": True, "help": cell}),
+          ("--out", {"nargs": "+", "required": True})]),
         ("ptq-cells", ptq_cells, "model-study cells of one model and operand set: perplexity with fake-quantized "
          "MLP linears", [("--config-json", req), ("--cells", {"nargs": "+", "required": True, "help": cell}),
                          ("--operands", {"required": True, "choices": ["w", "wa"]}), ("--model", req),

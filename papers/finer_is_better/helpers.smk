@@ -23,7 +23,8 @@ def fib_variant(variant):
 
 
 def fib_mse_config(wildcards):
-    """What one numerical cell depends on: its variant, the hierarchical target, the sigma grid and the draw."""
+    """What the numerical cells of one (scale, variant) depend on: the variant, the hierarchical target, the sigma
+    grid and the draw."""
     study = {k: FIB["numerical"][k] for k in ("sigma", "samples", "seed")}
     return json_arg(
         {

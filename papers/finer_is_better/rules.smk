@@ -2,31 +2,35 @@
 # per cell), figures (one rule each), claims with computed verdicts, and the report context that
 # workflow/rules/report.smk renders to reports/finer_is_better.html. Cells are single-threaded jobs (they are
 # many and independent: Snakemake runs `--cores` of them at once). Every cell is a file target:
-#   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json
+#   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json             (one job per scale and variant)
 #   results/finer_is_better/ptq/small-c0.25/wa/e2m1-ue4m3-b4-four_over_six.json  (a sweep point, weights + activations)
 include: "helpers.smk"
 
 
-rule fib_mse_cell:
-    """One numerical cell: MSE vs sigma of Normal data for one (element, scale, block size, variant)."""
+rule fib_mse_cells:
+    """The numerical cells of one (scale, variant): MSE vs sigma of Normal data at every block size, in one job (one
+    process start); each cell is its own file target (asking for one runs its scale and variant)."""
     output:
-        f"{FIB_DIR}/mse/{{element}}-{{scale}}-b{{block}}-{{variant}}.json",
+        expand(
+            f"{FIB_DIR}/mse/{FIB['element']}-{{{{scale}}}}-b{{block}}-{{{{variant}}}}.json",
+            block=FIB["numerical"]["block_sizes"],
+        ),
     log:
-        f"{LOGS}/finer_is_better/mse/{{element}}-{{scale}}-b{{block}}-{{variant}}.log",
+        f"{LOGS}/finer_is_better/mse/{{scale}}-{{variant}}.log",
     wildcard_constraints:
-        element="[a-z0-9]+",
         scale="[a-z0-9]+",
-        block="[0-9]+",
         variant="[a-z0-9_]+",
     conda:
         CONDA_ENV
     threads: 1
     params:
         config=fib_mse_config,
+        cells=lambda w: " ".join(
+            f"{FIB['element']}-{w.scale}-b{block}-{w.variant}" for block in FIB["numerical"]["block_sizes"]
+        ),
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better mse-cell --config-json {params.config}"
-        " --cell {wildcards.element}-{wildcards.scale}-b{wildcards.block}-{wildcards.variant} --out {output}"
-        " > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m papers.finer_is_better mse-cells --config-json {params.config}"
+        " --cells {params.cells} --out {output} > {log} 2>&1"
 
 
 rule fib_mse_summary:

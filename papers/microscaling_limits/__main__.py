@@ -19,6 +19,7 @@ from common.cli import (
     require_paths,
     run_step,
     step_parser,
+    write_cell_records,
 )
 from common.config import json_object
 from common.io import read_json, write_json
@@ -62,12 +63,13 @@ def tensors(args: argparse.Namespace) -> None:
     write_json(args.out, tensor_cell(args.model, weights, config, config["scales"], source, args.include))
 
 
-def ptq_cell(args: argparse.Namespace) -> None:
+def ptq_cells(args: argparse.Namespace) -> None:
     from .model_study import model_cell
 
     require_paths({"--model": args.model, "--split": args.split})
-    write_json(args.out, model_cell(json_object(args.config_json), args.cell, args.model, args.split, args.name,
-                                    compute_settings(args)))
+    config, compute = json_object(args.config_json), compute_settings(args)
+    write_cell_records(args.cells, args.out, lambda cells: [
+        model_cell(config, cell, args.model, args.split, args.name, compute) for cell in cells])
 
 
 def zero_shot_cell(args: argparse.Namespace) -> None:
@@ -170,9 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("tensors", tensors, "measured vs predicted MSE of a model's weight tensors",
          [("--config-json", req), ("--model", req), ("--checkpoint", {}),
           ("--include", {"help": "regex of the module names to study (default: every linear)"}), ("--out", req)]),
-        ("ptq-cell", ptq_cell, "perplexity of one (model, variant, block) cell",
-         [("--config-json", req), ("--cell", req), ("--model", req), ("--split", req), ("--name", req),
-          ("--out", req), *COMPUTE_FLAGS]),
+        ("ptq-cells", ptq_cells, "perplexity of (variant, block) cells of one model, one process",
+         [("--config-json", req), ("--cells", many), ("--model", req), ("--split", req), ("--name", req),
+          ("--out", many), *COMPUTE_FLAGS]),
         ("zero-shot-cell", zero_shot_cell, "cloze and choice accuracy of one (model, variant, block) cell",
          [("--config-json", req), ("--cell", req), ("--model", req), ("--cloze", req), ("--choice", req),
           ("--name", req), ("--out", req), *COMPUTE_FLAGS]),

@@ -14,6 +14,8 @@ from papers.microscaling_limits.sweep import sweep_plan
 
 MSL_SWEEP = sweep_plan(MSL, CFG)  # the sweep points, their cells and the moved linears (papers/.../sweep.py)
 MSL_SWEEP_PTQ = [f"{MSL_DIR}/ptq/{m}/{c}.json" for m, cells in MSL_SWEEP["cells"].items() for c in cells]
+MSL_SWEEP_CELLS = next(iter(MSL_SWEEP["cells"].values()))  # every sweep point has the same cells (sweep_plan)
+MSL_MODEL_CELLS = ["unquantized", *MSL_PTQ_CELLS]  # a model's: the reference and every variant x block size
 MSL_SWEEP_ZERO_SHOT = [f"{MSL_DIR}/zeroshot/{m}/{c}.json" for m, cells in MSL_SWEEP["zero_shot"].items() for c in cells]
 MSL_SWEEP_TENSORS = [f"{MSL_DIR}/sweep/tensors/{p['model']}.json" for p in MSL_SWEEP["points"]]
 MSL_PREREGISTERED = f"{MSL_DIR}/sweep/preregistered.json"
@@ -102,27 +104,55 @@ rule msl_tensors:
         " --model {wildcards.model} {params.checkpoint} --out {output} > {log} 2>&1"
 
 
-rule msl_ptq_cell:
-    """Perplexity cell: one scale variant and block size in FP4 on the weights (-weights) or the weights and
-    activations of every block Linear (a sweep point: of the moved linears), per-window scores kept."""
+rule msl_ptq_cells:
+    """Perplexity cells of one model (the reference and every scale variant x block size in FP4 on the weights and
+    activations of every block Linear), per-window scores kept, in one job; each cell is its own file target
+    (asking for one runs the model's cells)."""
     input:
         model=model_dir,
         split=f"data/corpora/{MSL_CORPUS}/{MSL['model']['split']}.jsonl",
     output:
-        f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json",
+        expand(f"{MSL_DIR}/ptq/{{{{model}}}}/{{cell}}.json", cell=MSL_MODEL_CELLS),
     log:
-        f"{LOGS}/microscaling_limits/ptq/{{model}}/{{cell}}.log",
+        f"{LOGS}/microscaling_limits/ptq/{{model}}.log",
     wildcard_constraints:
-        cell="unquantized|[a-z0-9]+-[a-z0-9]+-b[0-9]+(-weights)?",
+        model=r"[A-Za-z0-9_]+",
     conda:
         CONDA_ENV
     threads: 1
     params:
-        config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
+        config=MSL_CELL_PARTS[False],
+        cells=" ".join(MSL_MODEL_CELLS),
         compute=compute_flags(),
     shell:
-        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits ptq-cell --config-json {params.config}"
-        " --cell {wildcards.cell} --model {input.model} --split {input.split} --name {wildcards.model}"
+        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits ptq-cells --config-json {params.config}"
+        " --cells {params.cells} --model {input.model} --split {input.split} --name {wildcards.model}"
+        " {params.compute} --out {output} > {log} 2>&1"
+
+
+rule msl_ptq_sweep_cells:
+    """Perplexity cells of one sweep point <model>-c<factor> (the reference; FP4 on the moved linears' weights, and
+    weights and activations, per variant and block size), per-window scores kept, in one job; each cell is its own
+    file target."""
+    input:
+        model=model_dir,
+        split=f"data/corpora/{MSL_CORPUS}/{MSL['model']['split']}.jsonl",
+    output:
+        expand(f"{MSL_DIR}/ptq/{{{{model}}}}/{{cell}}.json", cell=MSL_SWEEP_CELLS),
+    log:
+        f"{LOGS}/microscaling_limits/ptq/{{model}}.log",
+    wildcard_constraints:
+        model=r"[A-Za-z0-9_]+-c[0-9][0-9.e+-]*",  # SWEEP_MODEL (common.smk)
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=MSL_CELL_PARTS[True],
+        cells=" ".join(MSL_SWEEP_CELLS),
+        compute=compute_flags(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits ptq-cells --config-json {params.config}"
+        " --cells {params.cells} --model {input.model} --split {input.split} --name {wildcards.model}"
         " {params.compute} --out {output} > {log} 2>&1"
 
 
@@ -419,9 +449,7 @@ rule msl_context:
             f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-{{method}}.json", scale=MSL["scales"], method=MSL["rules"]
         ),
         cells=MSL_SIM_CELLS,
-        model_cells=expand(
-            f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json", model=MSL_MODELS, cell=["unquantized", *MSL_PTQ_CELLS]
-        ),
+        model_cells=expand(f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json", model=MSL_MODELS, cell=MSL_MODEL_CELLS),
         sweep_cells=[MSL_PREREGISTERED, *MSL_SWEEP_TENSORS, *MSL_SWEEP_PTQ, *MSL_SWEEP_ZERO_SHOT],
     output:
         f"{MSL_DIR}/report/context.json",

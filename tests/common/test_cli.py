@@ -1,10 +1,11 @@
 """Command-line step running: bad input becomes one error line and exit status 2; paths are checked by flag."""
 
 import argparse
+import json
 
 import pytest
 
-from common.cli import MANY, REQUIRED, require_paths, run_step, step_parser
+from common.cli import MANY, REQUIRED, require_paths, run_step, step_parser, write_cell_records
 
 
 def step(error):
@@ -48,3 +49,19 @@ def test_step_parser_runs_the_chosen_step():
         parser.parse_args(["first"])  # --out is required
     with pytest.raises(SystemExit):
         parser.parse_args([])  # a step is required
+
+
+def test_cell_records_pair_with_their_outputs(tmp_path):
+    evaluated = []
+
+    def evaluate(cells):
+        evaluated.extend(cells)
+        return [{"cell": cell, "value": len(cell)} for cell in cells]
+
+    outs = [tmp_path / "a.json", tmp_path / "sub" / "bb.json"]
+    write_cell_records(["a", "bb"], outs, evaluate)
+    assert [json.loads(o.read_text()) for o in outs] == [{"cell": "a", "value": 1}, {"cell": "bb", "value": 2}]
+    with pytest.raises(ValueError, match="--cells and --out must pair up: 3 cells, 2 outputs"):
+        write_cell_records(["a", "bb", "c"], [tmp_path / "x.json", tmp_path / "y.json"], evaluate)
+    assert evaluated == ["a", "bb"]  # refused before any work
+    assert not (tmp_path / "x.json").exists()

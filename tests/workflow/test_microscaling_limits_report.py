@@ -45,12 +45,13 @@ def test_theory_matches_simulation_within_two_percent(smoke_build):
     assert max(p["relative_error"] for p in validation["points"]) <= 0.02
 
 
-@pytest.mark.parametrize("cell", [CELL, SWEEP_CELL])
-def test_one_cell_reruns_alone(smoke_build, run_snakemake, cell):
+@pytest.mark.parametrize(("cell", "rule"), [(CELL, "msl_ptq_cells"), (SWEEP_CELL, "msl_ptq_sweep_cells")])
+def test_one_cell_reruns_its_model_alone(smoke_build, run_snakemake, cell, rule):
+    """Asking for one cell reruns the one job of its model (or sweep point), nothing upstream or downstream."""
     dry = run_snakemake(smoke_build, "-n", "--forcerun", cell, "--", cell)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
-    assert dict(jobs) == {"msl_ptq_cell": "1", "total": "1"}
+    assert dict(jobs) == {rule: "1", "total": "1"}
 
 
 def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):

@@ -154,7 +154,8 @@ def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu()
     fib = {job["shell"].split(" --model ")[1].split()[0] for job in jobs if job["rule"] == "fib_ptq_cells"}
     assert fib == {f"results/paper/models/external/{m}" for m in ("llama31_8b", "granite33_8b", "deepseek_7b",
                                                                    "qwen25_14b")}
-    evaluations = [job for job in jobs if job["rule"] in ("fib_ptq_cells", "msl_ptq_cell", "wq_hessian")]
+    evaluations = [job for job in jobs
+                   if job["rule"] in ("fib_ptq_cells", "msl_ptq_cells", "msl_ptq_sweep_cells", "wq_hessian")]
     assert all("--device auto --dtype bfloat16" in job["shell"] and "gpu=1" in job["resources"]
                for job in evaluations)
     outputs = planned_outputs("paper", "all")
