@@ -11,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: setup reports test bench lint clean-venv
+.PHONY: setup reports standin test bench lint clean-venv
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): envs/requirements.txt envs/constraints.txt envs/requirements-nodeps.tx
 
 reports: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
+
+# the paper profile on local stand-ins (README, "Paper scale"): the smoke base model first, which it links
+standin: $(STAMP)
+	$(BIN)/snakemake --profile workflow/profiles/smoke results/smoke/models/base/smoke
+	$(BIN)/snakemake --profile workflow/profiles/standin
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(CORES)

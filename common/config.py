@@ -29,13 +29,31 @@ def json_object(text: str, flag: str = "--config-json") -> dict[str, Any]:
     return value
 
 
+def profile_overrides(profiles: Mapping[str, Any], profile: str, name: str) -> dict[str, Any]:
+    """The overrides of ``profile`` in ``profiles``: the entries it ``extends`` (a profile name or a list of them,
+    each resolved the same way and merged in order), then its own keys, so that e.g. ``standin: {extends: [paper,
+    smoke]}`` is the paper profile at the smoke profile's sizes. ValueError naming an unknown profile or a cycle
+    (``name``: whose profiles, for the message)."""
+    def resolve(current: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if current in chain:
+            raise ValueError(f"{name}: profile {current!r} extends itself: {' -> '.join((*chain, current))}")
+        if current not in profiles:
+            raise ValueError(f"{name}: unknown profile {current!r}; configured: {', '.join(profiles)}")
+        entry = dict(profiles[current] or {})
+        parents = entry.pop("extends", None) or []
+        out: dict[str, Any] = {}
+        for parent in [parents] if isinstance(parents, str) else parents:
+            out = merged(out, resolve(parent, (*chain, current)))
+        return merged(out, entry)
+
+    return resolve(profile, ())
+
+
 def active_profile(section: Mapping[str, Any], profile: str, name: str) -> dict[str, Any]:
-    """A paper's config section with its ``profiles[profile]`` overrides merged in (and ``profiles`` dropped);
-    ValueError naming an unknown profile."""
-    profiles = section.get("profiles", {})
-    if profile not in profiles:
-        raise ValueError(f"{name}: unknown profile {profile!r}; configured: {', '.join(profiles)}")
-    return merged({k: v for k, v in section.items() if k != "profiles"}, profiles[profile] or {})
+    """A paper's config section with its ``profiles[profile]`` overrides (:func:`profile_overrides`) merged in (and
+    ``profiles`` dropped); ValueError naming an unknown profile."""
+    overrides = profile_overrides(section.get("profiles", {}), profile, name)
+    return merged({k: v for k, v in section.items() if k != "profiles"}, overrides)
 
 
 SHORT_PATHS_PROFILE = "default"  # the profile whose files keep the short paths results/, reports/, logs/

@@ -77,11 +77,14 @@ def resolve_external_model(source: Mapping[str, Any]) -> Path:
 
 def link_external_model(source: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
     """Make ``out`` a folder of symbolic links to every file of the checkpoint of ``source``
-    (:func:`resolve_external_model`; links point at absolute, resolved paths), atomically; returns ``out``."""
+    (:func:`resolve_external_model`; links point at absolute, resolved paths), atomically; returns ``out``. Hidden
+    files and folders are not linked: they are bookkeeping, not the checkpoint (Snakemake's ``.snakemake_timestamp``
+    in a folder it built, which it touches again in ``out``, through a link into the source; ``.cache``, ``.git``)."""
     folder = resolve_external_model(source).resolve()
     with atomic_dir(out) as tmp:
         for path in sorted(folder.rglob("*")):
-            if path.is_file():
+            hidden = any(part.startswith(".") for part in path.relative_to(folder).parts)
+            if path.is_file() and not hidden:
                 link = tmp / path.relative_to(folder)
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(path.resolve())

@@ -251,7 +251,7 @@ def speedup(spec: ClaimSpec, study: Study, evidence: Evidence, setting: str) -> 
     """The mean over seeds of WinQ's speedup to the same seed's baseline's final validation perplexity (module
     docstring: a seed that never gets there counts at ``max_steps + eval_every``), with its t-interval over seeds."""
     seeds = study.seeds([f"{setting}-winq", f"{setting}-baseline"])
-    every, steps = study.summary["eval_every"], study.summary["max_steps"]
+    every, steps = study.summary["eval_every"], row_of(study.summary, f"{setting}-winq")["max_steps"]
     values, never, baseline_steps = [], [], []
     for k in seeds:
         winq, baseline = cell_of(study.summary, seed_cell(f"{setting}-winq", k)), cell_of(
@@ -650,16 +650,15 @@ def bits_per_weight_check(study: Study) -> Check:
 def interpolation_check(study: Study) -> Check:
     """Every interpolating cell interpolated ``max_steps // K`` times (after optimizer steps K, 2K, ..., N counted
     from 1), every other cell never."""
-    steps = study.summary["max_steps"]
     failures, counts = [], set()
     for row in study.summary["cells"]:
-        expected = steps // row["every"] if row["every"] else 0
+        expected = row["max_steps"] // row["every"] if row["every"] else 0
         if row["interpolations"] != expected:
-            failures.append(f"{row['cell']}: {row['interpolations']} interpolations, K = {row['every']}, expected "
-                            f"{expected}")
-        counts.add((row["every"], row["interpolations"]))
-    measured = "; ".join(failures) or ", ".join(f"K = {k}: {n}" for k, n in sorted(counts, key=str))
-    return Check("interpolation_count", f"every interpolating run interpolates N // K times ({steps} steps), the "
+            failures.append(f"{row['cell']}: {row['interpolations']} interpolations, K = {row['every']} of "
+                            f"{row['max_steps']} steps, expected {expected}")
+        counts.add((row["max_steps"], row["every"], row["interpolations"]))
+    measured = "; ".join(failures) or ", ".join(f"N = {n}, K = {k}: {i}" for n, k, i in sorted(counts, key=str))
+    return Check("interpolation_count", "every interpolating run interpolates N // K times (N its run length), the "
                  "others never", measured, not failures, (study.summary_path,))
 
 

@@ -118,8 +118,8 @@ def plot_grad_norm(summary: Mapping[str, Any]) -> plt.Figure:
     settings = [s for s in summary["settings"] if {"baseline", "winq"} <= set(_methods_of(summary, s))]
     palette = _palette(["baseline", "winq"])
     fig, axes = _grid(max(1, len(settings)))
-    window = max(1, summary["max_steps"] // SMOOTHING)
     for ax, setting in zip(axes, settings, strict=False):
+        window = max(1, row_of(summary, f"{setting}-baseline")["max_steps"] // SMOOTHING)
         for method in ("baseline", "winq"):
             cells = _run_cells(summary, f"{setting}-{method}")
             curves = [moving_average(summary["grad_norms"][c], window) for c in cells]

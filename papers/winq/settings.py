@@ -18,7 +18,9 @@ Learning rates come per setting group, as in the paper (:func:`learning_rate_gro
 ``a8`` (8-bit activations, any W), ``high_bit`` (W >= 3, A16). The interpolation period ``K`` is a fraction of the
 run per group, as the paper's (``interpolation.fraction``: a quarter for 1-2 bits, 60k of 240k steps; a half for
 >= 3 bits, 40k of 80k): ``K = fraction x max_steps``, an integer >= 1 (checked), so a run interpolates
-``max_steps // K`` times, after optimizer steps ``K, 2K, ..., N`` (:func:`common.winq.winq_step`).
+``max_steps // K`` times, after optimizer steps ``K, 2K, ..., N`` (:func:`common.winq.winq_step`). The run length
+``max_steps`` is ``train.max_steps``, or the group's ``train_steps`` where one is set (:func:`run_steps`: the paper
+profile's 240k steps for 1-2 bits and W1A8, 80k for >= 3 bits).
 """
 
 from __future__ import annotations
@@ -123,27 +125,38 @@ def hessian_cells(config: Mapping[str, Any]) -> list[str]:
             for seed in sorted(config["seeds"])]
 
 
+def run_steps(config: Mapping[str, Any], group: str) -> int:
+    """The run length (optimizer steps) of learning-rate group ``group``: ``train_steps[group]`` where set, else
+    ``train.max_steps``."""
+    return int((config.get("train_steps") or {}).get(group, config["train"]["max_steps"]))
+
+
+def _steps_key(config: Mapping[str, Any], group: str) -> str:
+    """The config key that sets the run length of ``group`` (for messages)."""
+    return f"train_steps.{group}" if group in (config.get("train_steps") or {}) else "train.max_steps"
+
+
 def interpolation_every(config: Mapping[str, Any], group: str) -> int:
-    """The interpolation period ``K = fraction x max_steps`` of learning-rate group ``group``; ValueError naming the
-    key when it is not an integer >= 1 (a fraction whose product with ``train.max_steps`` is not whole) or exceeds
-    the run."""
-    fraction, steps = config["interpolation"]["fraction"][group], config["train"]["max_steps"]
-    every = fraction * steps
+    """The interpolation period ``K = fraction x max_steps`` of learning-rate group ``group`` (``max_steps``:
+    :func:`run_steps`); ValueError naming the keys when it is not an integer >= 1 (a fraction whose product with the
+    run length is not whole) or exceeds the run."""
+    fraction, steps = config["interpolation"]["fraction"][group], run_steps(config, group)
+    every, length = fraction * steps, _steps_key(config, group)
     if abs(every - round(every)) > 1e-9 or round(every) < 1:
-        raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} x train.max_steps {steps} = {every:g} is "
+        raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} x {length} {steps} = {every:g} is "
                          "not an integer >= 1 (the interpolation period K in steps)")
     if round(every) > steps:
         raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} gives K = {round(every)} above "
-                         f"train.max_steps {steps} (no interpolation would happen)")
+                         f"{length} {steps} (no interpolation would happen)")
     return round(every)
 
 
 def run_config(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The part of ``config`` that run ``name`` depends on, alone: its setting, its learning-rate group's rate, the
     interpolation fraction of its group and strength only when its method interpolates, the noise sigma only when
-    its method adds noise, and the train fields. :func:`run_settings` and :func:`train_config` of this part equal
-    those of ``config``, so a workflow reruns one run when (and only when) its own settings change (the seed is the
-    cell's, a wildcard)."""
+    its method adds noise, and the train fields with its group's run length as ``max_steps``. :func:`run_settings`
+    and :func:`train_config` of this part equal those of ``config``, so a workflow reruns one run when (and only
+    when) its own settings change (the seed is the cell's, a wildcard)."""
     settings = run_settings(config, name)
     group = learning_rate_group(settings["bits"], settings["activation_bits"])
     part: dict[str, Any] = {
@@ -152,7 +165,7 @@ def run_config(config: Mapping[str, Any], name: str) -> dict[str, Any]:
         "compared": {settings["setting"]: [settings["method"]]}, "figure_methods": [], "seeds": [0],
         "figure_seeds": [0], "learning_rates": {group: config["learning_rates"][group]},
         "noise": {"sigma": config["noise"]["sigma"]} if settings["noise_sigma"] else {},
-        "train": dict(config["train"])}
+        "train": {**config["train"], "max_steps": settings["max_steps"]}}
     if settings["interpolation"]:
         part["interpolation"] = {"strength": config["interpolation"]["strength"],
                                  "fraction": {group: config["interpolation"]["fraction"][group]}}
@@ -171,11 +184,11 @@ def learning_rate_group(bits: float, activation_bits: int | None) -> str:
 
 
 def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """The settings of run ``name``: ``setting``, ``bits``, ``activation_bits``, ``method``, ``lr`` (of the setting's
-    :func:`learning_rate_group`), ``interpolation`` (``{"every", "strength"}`` for ``winq`` and ``interpolation``,
-    ``every`` = :func:`interpolation_every` of the group; else None), ``noise_sigma`` (``noise.sigma`` for ``winq``
-    and ``noise``, else 0.0), ``hadamard`` (the setting's flag, default false). ValueError naming a name that is not
-    ``<study setting>-<method>`` of a method the setting runs."""
+    """The settings of run ``name``: ``setting``, ``bits``, ``activation_bits``, ``method``, ``lr`` and ``max_steps``
+    (of the setting's :func:`learning_rate_group`; :func:`run_steps`), ``interpolation`` (``{"every", "strength"}``
+    for ``winq`` and ``interpolation``, ``every`` = :func:`interpolation_every` of the group; else None),
+    ``noise_sigma`` (``noise.sigma`` for ``winq`` and ``noise``, else 0.0), ``hadamard`` (the setting's flag,
+    default false). ValueError naming a name that is not ``<study setting>-<method>`` of a method the setting runs."""
     setting, _, method = name.rpartition("-")
     if not setting:
         raise ValueError(f"run name {name!r} is not <setting>-<method>")
@@ -191,7 +204,7 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     group = learning_rate_group(bits, activation_bits)
     components = METHODS[method]
     return {"setting": setting, "bits": bits, "activation_bits": activation_bits, "method": method,
-            "lr": config["learning_rates"][group],
+            "lr": config["learning_rates"][group], "max_steps": run_steps(config, group),
             "interpolation": ({"every": interpolation_every(config, group),
                                "strength": config["interpolation"]["strength"]} if components.interpolate else None),
             "noise_sigma": float(config["noise"]["sigma"]) if components.noise else 0.0,
@@ -199,9 +212,10 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 def train_config(config: Mapping[str, Any], name: str, seed: int = 0) -> TrainConfig:
-    """The :class:`common.train.TrainConfig` of run ``name``: the ``train`` fields, its group's learning rate, the
-    cell's ``seed`` (data order, initialisation and noise), no progress bar."""
-    return TrainConfig.from_dict({**config["train"], "lr": run_settings(config, name)["lr"], "seed": seed,
-                                  "progress": False})
+    """The :class:`common.train.TrainConfig` of run ``name``: the ``train`` fields, its group's learning rate and run
+    length, the cell's ``seed`` (data order, initialisation and noise), no progress bar."""
+    settings = run_settings(config, name)
+    return TrainConfig.from_dict({**config["train"], "lr": settings["lr"], "max_steps": settings["max_steps"],
+                                  "seed": seed, "progress": False})
 
 

@@ -6,7 +6,8 @@ and seed (ParetoQ QAT, same step budget, learning-rate schedule, data order and 
 
 * the validation-perplexity curve (``eval_log.csv`` of :func:`common.train.train`: the quantized model, eval mode,
   every ``eval_every`` steps and at the last step), indexed by steps taken (``step + 1``), with its first value,
-  its value at half the run (the last evaluation at or before ``max_steps / 2`` steps) and its last;
+  its value at half the run (the last evaluation at or before ``max_steps / 2`` steps, the run's own length:
+  ``settings.run_steps``) and its last;
 * the gradient norm of every step (``train_log.csv``: the total norm before clipping) and its means over the second
   quarter of the run (steps taken in ``(N/4, N/2]``), the last quarter (``(3N/4, N]``) and the last half
   (``(N/2, N]``), the integer boundaries ``N // 4``, ``N // 2``, ``3 N // 4``;
@@ -184,7 +185,6 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
     read = {name: read_curve(curves[name]) for name in cells}
     norms = {name: read_grad_norms(logs[name]) for name in cells}
     metrics = {name: evaluated_metrics(evaluations[name]) for name in [*cells, "base"]}
-    max_steps = config["train"]["max_steps"]
     rows = []
     for name in cells:
         run, seed = parse_seed_cell(name)
@@ -196,13 +196,14 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
         rows.append({
             "cell": name, "run": run, "seed": seed, "setting": settings["setting"], "bits": settings["bits"],
             "activation_bits": settings["activation_bits"], "hadamard": settings["hadamard"],
-            "method": settings["method"], "lr": settings["lr"],
+            "method": settings["method"], "lr": settings["lr"], "max_steps": settings["max_steps"],
             "every": (settings["interpolation"] or {}).get("every"),
             "interpolations": int(record["qat"].get("interpolations", 0)),
             "data_seed": int(record["training"]["config"]["seed"]),
             "noise_seed": record["qat"].get("noise_seed"),
             "steps": read[name][-1][0], "first_val_perplexity": read[name][0][1],
-            "half_val_perplexity": value_at_half(read[name], max_steps), "final_val_perplexity": read[name][-1][1],
+            "half_val_perplexity": value_at_half(read[name], settings["max_steps"]),
+            "final_val_perplexity": read[name][-1][1],
             "baseline_final_val_perplexity": target, "steps_to_baseline": steps,
             "baseline_steps_to_baseline": steps_baseline,
             "speedup": None if steps is None else steps_baseline / steps,
@@ -222,7 +223,8 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
         speedups = [r["speedup"] for r in mine]
         runs.append({
             "run": run, "setting": first["setting"], "bits": first["bits"], "activation_bits": first["activation_bits"],
-            "hadamard": first["hadamard"], "method": first["method"], "lr": first["lr"], "every": first["every"],
+            "hadamard": first["hadamard"], "method": first["method"], "lr": first["lr"],
+            "max_steps": first["max_steps"], "every": first["every"],
             "seeds": [r["seed"] for r in mine],
             "compared": first["method"] in compared_methods(config, first["setting"]),
             "final_val_perplexity": final, "final_val_perplexity_sd": final_sd,
@@ -244,7 +246,7 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
             "interpolation": {"strength": config["interpolation"]["strength"],
                               "every": {group: interpolation_every(config, group) for group in GROUPS}},
             "noise_sigma": config["noise"]["sigma"], "learning_rates": dict(config["learning_rates"]),
-            "eval_every": config["train"]["eval_every"], "max_steps": max_steps,
+            "eval_every": config["train"]["eval_every"],
             "hessian_thresholds": {"relative": hessian_config["near_zero"], **thresholds}}
 
 

@@ -1,10 +1,11 @@
-"""common.config.merged: nested mappings merge key by key, everything else is replaced, inputs stay intact."""
+"""common.config: merged (nested mappings merge key by key, everything else is replaced, inputs stay intact), profile
+overrides with `extends`, the per-profile folders."""
 
 import copy
 
 import pytest
 
-from common.config import merged, profile_dirs
+from common.config import active_profile, merged, profile_dirs, profile_overrides
 
 BASE = {
     "element": "e2m1",
@@ -69,3 +70,38 @@ def test_profile_dirs_keep_the_default_short_and_separate_the_rest():
     for bad in ("", "a/b", ".."):
         with pytest.raises(ValueError, match=f"profile must name one folder, got {bad!r}"):
             profile_dirs(bad)
+
+
+PROFILES = {
+    "smoke": {"eval": {"window": 128, "stride": 64}, "seeds": [0, 1]},
+    "paper": {"eval": {"window": 2048}, "base_model": "llama32_1b", "seeds": [0, 1, 2]},
+    "standin": {"extends": ["paper", "smoke"], "seeds": [0]},
+    "chained": {"extends": "standin", "eval": {"stride": 32}},
+}
+
+
+def test_extends_merges_the_parents_in_order_then_the_profile_itself():
+    # smoke (listed last) wins over paper on eval.window, the profile's own seeds win over both
+    assert profile_overrides(PROFILES, "standin", "x") == {
+        "eval": {"window": 128, "stride": 64}, "base_model": "llama32_1b", "seeds": [0]}
+    assert profile_overrides(PROFILES, "chained", "x") == {
+        "eval": {"window": 128, "stride": 32}, "base_model": "llama32_1b", "seeds": [0]}
+    assert profile_overrides({"a": {"extends": "b", "k": 1}, "b": {"k": 2, "j": 3}}, "a", "x") == {"k": 1, "j": 3}
+    assert profile_overrides({"empty": None}, "empty", "x") == {}
+    assert "extends" in PROFILES["standin"]  # the input is left as it was
+
+
+def test_active_profile_applies_the_resolved_overrides_and_drops_profiles():
+    section = {"eval": {"window": 256, "stride": 128, "batch_size": 8}, "seeds": [0], "profiles": PROFILES}
+    assert active_profile(section, "standin", "x") == {
+        "eval": {"window": 128, "stride": 64, "batch_size": 8}, "seeds": [0], "base_model": "llama32_1b"}
+
+
+def test_unknown_and_cyclic_profiles_are_named():
+    with pytest.raises(ValueError, match=r"^x: unknown profile 'huge'; configured: smoke, paper, standin, chained$"):
+        profile_overrides(PROFILES, "huge", "x")
+    with pytest.raises(ValueError, match=r"^x: unknown profile 'gone'; configured: a$"):
+        profile_overrides({"a": {"extends": ["gone"]}}, "a", "x")
+    cycle = {"a": {"extends": "b"}, "b": {"extends": ["c"]}, "c": {"extends": "a"}}
+    with pytest.raises(ValueError, match=r"^x: profile 'a' extends itself: a -> b -> c -> a$"):
+        profile_overrides(cycle, "a", "x")

@@ -2,6 +2,7 @@
 a folder of links that loads as the checkpoint itself; what is missing is named with the command that fetches it."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,17 @@ def test_a_local_folder_is_linked_file_by_file(tiny_checkpoint, tmp_path):
     assert all((out / name).is_symlink() for name in files)
     assert (out / "config.json").resolve() == (tiny_checkpoint.model / "config.json").resolve()
     assert_same_model(out, tiny_checkpoint.model)
+
+
+def test_hidden_bookkeeping_files_are_not_linked(tiny_checkpoint, tmp_path):
+    source = tmp_path / "built"
+    shutil.copytree(tiny_checkpoint.model, source)
+    (source / ".snakemake_timestamp").touch()
+    (source / ".cache" / "huggingface").mkdir(parents=True)
+    (source / ".cache" / "huggingface" / "model.safetensors.lock").touch()
+    out = link_external_model({"path": str(source)}, tmp_path / "linked")
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in tiny_checkpoint.model.iterdir()
+                                                          if p.is_file())
 
 
 def test_a_hub_id_resolves_from_the_cache_offline(tiny_checkpoint, tmp_path, offline_cache):

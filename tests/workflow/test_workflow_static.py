@@ -46,9 +46,10 @@ def test_default_qat_studies_train_three_seeds_from_the_tiny_model():
     assert plan.count("python -m papers.maxwindow_hif8 train") == 27
 
 
-def planned_outputs(profile: str, *targets: str) -> set[str]:
+def planned_outputs(profile: str, *targets: str, extra: tuple[str, ...] = ()) -> set[str]:
     """Every output file of a forced dry run of ``targets`` under ``profile`` (the `output:` lines of the plan)."""
-    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *targets)
+    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *extra,
+               "--", *targets)
     assert done.returncode == 0, done.stderr[-3000:]
     outputs = set()
     for line in (done.stdout + done.stderr).splitlines():
@@ -73,7 +74,8 @@ def test_results_of_two_profiles_coexist():
 
 def test_an_external_model_by_path_or_hub_id_is_linked(tmp_path):
     """`external_models: {name: {path: DIR}}` or `{hub: ID}` plans rule link_external_model for it, then its
-    evaluation like any model's."""
+    evaluation like any model's; a local folder is the link's input, so a missing one is named before any job."""
+    (tmp_path / "checkpoint").mkdir()
     models = {"mine": {"path": str(tmp_path / "checkpoint")}, "llama": {"hub": "meta-llama/Llama-3.2-1B"}}
     config = tmp_path / "external.yaml"
     config.write_text(json.dumps({"external_models": models, "evaluate_external": ["mine", "llama"]}))
@@ -85,6 +87,13 @@ def test_an_external_model_by_path_or_hub_id_is_linked(tmp_path):
     assert "python -m common.models link --source '{\"hub\": \"meta-llama/Llama-3.2-1B\"}'" in plan
     for name in models:
         assert f"results/smoke/eval/external/{name}/sotu-validation.json" in plan
+    config.write_text(json.dumps({"external_models": {"gone": {"path": str(tmp_path / "gone")}},
+                                  "evaluate_external": ["gone"]}))
+    missing = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/smoke", "-n", "-F",
+                  "--configfile", str(config), "--", "shared_stages")
+    assert missing.returncode != 0
+    assert "MissingInputException" in missing.stdout + missing.stderr
+    assert str(tmp_path / "gone") in missing.stdout + missing.stderr
 
 
 def test_training_steps_given_several_gpus_run_under_torchrun():
@@ -177,3 +186,42 @@ def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun():
         else:
             assert "gpu=" not in job["resources"], job
     assert {job["rule"] for job in jobs} >= {"mw_train", "wq_train", "wq_hessian", "link_external_model"}
+
+
+def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path):
+    """`--profile workflow/profiles/standin -n` (README, "Paper scale"; `make standin`): the paper profile's plan with
+    every hub model a local folder (here an empty stand-in; the profile's own is the smoke base model), every corpus a
+    registry one: all four reports and the index, nothing pretrained, every model linked, the QAT studies continuing
+    the linked 1B stand-in on token shards made with its tokenizer, bf16 evaluation, files under results/standin/."""
+    stand_in = tmp_path / "model"
+    stand_in.mkdir()
+    config = tmp_path / "standin.yaml"
+    config.write_text(json.dumps({"profiles": {"standin": {"external_models": {
+        name: {"path": str(stand_in)} for name in PAPER_MODELS}}}}))
+    jobs = planned_jobs("standin", "all", extra=("--configfile", str(config)))
+    rules = [job["rule"] for job in jobs]
+    assert not {"pretrain_base_model", "train_tokenizer", "convert_smollm2"} & set(rules)
+    assert rules.count("render_report") == 4
+    assert rules.count("report_index") == 1
+    links = sorted(job["shell"] for job in jobs if job["rule"] == "link_external_model")
+    assert links == sorted(f"python -m common.models link --source '{{\"path\": \"{stand_in}\"}}' --out"
+                           f" results/standin/models/external/{name} > logs/standin/link_external_model/{name}.log"
+                           " 2>&1" for name in PAPER_MODELS)
+    assert not any("--hf-dataset" in job["shell"] for job in jobs if job["rule"] == "prepare_corpus")
+    sharding = [job["shell"] for job in jobs if job["rule"] == "token_shards"]
+    assert sharding
+    assert all(" --tokenizer results/standin/models/external/llama32_1b " in shell for shell in sharding)
+    for rule in ("mw_train", "wq_train"):
+        trains = [job["shell"] for job in jobs if job["rule"] == rule]
+        assert trains, rule
+        assert all("--init results/standin/models/external/llama32_1b " in shell for shell in trains), rule
+        assert all(" --train results/standin/tokens/" in shell for shell in trains), rule
+    fib = {job["shell"].split(" --model ")[1].split()[0] for job in jobs if job["rule"] == "fib_ptq_cells"}
+    assert fib == {f"results/standin/models/external/{m}" for m in ("llama31_8b", "granite33_8b", "deepseek_7b",
+                                                                     "qwen25_14b")}
+    evaluations = [job for job in jobs if job["rule"] in ("fib_ptq_cells", "msl_ptq_cells", "wq_hessian")]
+    assert all("--device auto --dtype bfloat16" in job["shell"] for job in evaluations)
+    outputs = planned_outputs("standin", "all", extra=("--configfile", str(config)))
+    assert {f"reports/standin/{paper}.html" for paper in ("finer_is_better", "microscaling_limits",
+                                                          "maxwindow_hif8", "winq", "index")} <= outputs
+    assert all(path.startswith(("results/standin/", "reports/standin/", "data/")) for path in outputs)

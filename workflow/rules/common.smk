@@ -9,14 +9,15 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from common.config import merged, profile_dirs
+from common.config import merged, profile_dirs, profile_overrides
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
 from common.models.external import missing_hub_sources
 from common.qat.run import seed_cell
 
-# CFG: the configuration of the selected profile (config["profiles"][profile] merged over the rest)
-CFG = merged(config, config.get("profiles", {}).get(config["profile"], {}))
+# CFG: the configuration of the selected profile (config["profiles"][profile], after the profiles it `extends`,
+# merged over the rest)
+CFG = merged(config, profile_overrides(config.get("profiles", {}), config["profile"], "config"))
 # Where the profile's files go: results/, reports/ and logs/ for the default profile, results/<profile>/,
 # reports/<profile>/ and logs/<profile>/ for any other (common.config.profile_dirs), so that the results of every
 # profile coexist; data/ (corpora, tokenizers: keyed by their own parameters) is shared.
@@ -44,6 +45,12 @@ def corpus_config(name):
     if name not in corpora:
         raise ValueError(f"unknown corpus {name!r}; configured corpora: {', '.join(corpora)}")
     return corpora[name]
+
+
+def local_model_folder(wildcards):
+    """The folder of external model ``wildcards.name`` when it is a local one ({path: DIR}), else nothing."""
+    source = CFG["external_models"][wildcards.name]
+    return [source["path"]] if "path" in source else []
 
 
 def unreachable_hub_inputs(jobs):

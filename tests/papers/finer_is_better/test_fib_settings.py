@@ -21,7 +21,7 @@ from papers.finer_is_better.settings import (
 
 PAPER = Path(__file__).resolve().parents[3] / "papers" / "finer_is_better"
 SCHEMA = str(PAPER / "config.schema.yaml")
-PROFILES = ("smoke", "default", "full", "paper")
+PROFILES = ("smoke", "default", "full", "paper", "standin")
 
 
 @pytest.fixture

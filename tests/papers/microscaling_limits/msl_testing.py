@@ -26,7 +26,7 @@ from papers.microscaling_limits.settings import KEY, profile_config
 
 PAPER = Path(__file__).resolve().parents[3] / "papers" / "microscaling_limits"
 SCHEMA = str(PAPER / "config.schema.yaml")
-PROFILES = ("smoke", "default", "full", "paper")
+PROFILES = ("smoke", "default", "full", "paper", "standin")
 PARTS = ("non_max", "max_element", "zero_blocks")
 EVIDENCE = Evidence(0.95, 1000, 0)  # the workflow's interval settings, 1000 resamples
 WINDOWS, WINDOW_TOKENS, BASE_NLL = 64, 16, 3.0  # planted windows: 16 scored tokens each, mean NLL 3 per token

@@ -523,7 +523,7 @@ def test_the_checks_pass_on_a_consistent_study(tmp_path):
     assert "w2-winq/seed1 2.2500" in checks["bits_per_weight_identity"].measured  # 2 + 32 / 128
     assert checks["paired_test_units"].measured == ("12 evaluations: 1 distinct window layout(s) of 16 windows; "
                                                     "examples cloze [64], choice [64]")
-    assert checks["interpolation_count"].measured == "K = 3: 4, K = None: 0"  # 12 // 3 after steps 3, 6, 9, 12
+    assert checks["interpolation_count"].measured == "N = 12, K = 3: 4, N = 12, K = None: 0"  # after 3, 6, 9, 12
     assert checks["seed_cells"].measured == "12 cells agree"
 
 
@@ -559,7 +559,7 @@ def test_each_check_fails_on_broken_data(tmp_path):
     summary["cells"][2]["interpolations"] = 3  # the old rule: after steps 4, 7, 10, never after the last
     summary["cells"][5]["noise_seed"] = 0
     checks = checks_of(replaced(study, summary=summary))
-    assert checks["interpolation_count"].measured == "w1-winq/seed0: 3 interpolations, K = 3, expected 4"
+    assert checks["interpolation_count"].measured == "w1-winq/seed0: 3 interpolations, K = 3 of 12 steps, expected 4"
     assert checks["seed_cells"].measured == "w1-interpolation/seed1: data seed 1, noise seed 0"
 
 

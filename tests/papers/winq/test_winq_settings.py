@@ -20,6 +20,7 @@ from papers.winq.settings import (
     run_names,
     run_seeds,
     run_settings,
+    run_steps,
     train_config,
     training_cells,
 )
@@ -69,10 +70,10 @@ def test_seeds_of_compared_and_figure_runs(raw):
 def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
-        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-5,
+        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-5, "max_steps": 640,
         "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
     assert run_settings(active, "w1.58-baseline") == {
-        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-5,
+        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-5, "max_steps": 640,
         "interpolation": None, "noise_sigma": 0.0, "hadamard": False}
     full = profile_config(raw, "full")
     assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-5
@@ -174,3 +175,30 @@ def test_run_config_is_the_runs_own_part(raw):
         **raw["interpolation"]["fraction"], "high_bit": 0.25}}}, "default")
     assert run_config(other, "w2-winq") == run_config(active, "w2-winq")
 
+
+
+def test_run_lengths_per_learning_rate_group(raw):
+    """The paper profile's run lengths: 240k steps for 1-2 bits and W1A8 (K = 60k, a quarter), 80k for >= 3 bits
+    (K = 40k, a half); a run's own part carries its length, so another group's length never reruns it."""
+    paper = profile_config(raw, "paper")
+    assert [run_steps(paper, g) for g in ("low_bit", "a8", "high_bit")] == [240000, 240000, 80000]
+    assert [interpolation_every(paper, g) for g in ("low_bit", "a8", "high_bit")] == [60000, 60000, 40000]
+    for name, steps, every in (("w1-winq", 240000, 60000), ("w1a8-winq", 240000, 60000), ("w3-winq", 80000, 40000),
+                               ("w4-baseline", 80000, None)):
+        settings = run_settings(paper, name)
+        assert (settings["max_steps"], (settings["interpolation"] or {}).get("every")) == (steps, every), name
+        assert train_config(paper, name).max_steps == steps
+        part = run_config(paper, name)
+        assert "train_steps" not in part
+        assert part["train"]["max_steps"] == steps
+        assert run_settings(part, name) == settings
+    longer = profile_config({**raw, "profiles": {**raw["profiles"], "paper": {
+        **raw["profiles"]["paper"], "train_steps": {"low_bit": 240000, "a8": 240000, "high_bit": 160000}}}}, "paper")
+    assert run_config(longer, "w2-winq") == run_config(paper, "w2-winq")
+    assert run_config(longer, "w3-winq") != run_config(paper, "w3-winq")
+    # a group without its own length runs train.max_steps; a length the fraction does not divide is named
+    assert run_steps(profile_config(raw, "default"), "low_bit") == 640
+    odd = {**raw, "train_steps": {"high_bit": 641}}
+    with pytest.raises(ValueError, match=r"^winq\.interpolation\.fraction\.high_bit 0\.5 x train_steps\.high_bit 641 "
+                                         r"= 320\.5 is not an integer >= 1"):
+        profile_config(odd, "default")
