@@ -107,8 +107,11 @@ def write_token_shards(tokenizer: Any, documents: Iterable[Document], out_dir: s
         for batch in _batches(documents, ENCODE_BATCH):
             document_count += len(batch)
             ids = np.asarray(stream_ids(tokenizer, [d.text for d in batch]), dtype=np.int64)
-            if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-                raise ValueError(f"token id {int(ids.max())} outside the vocabulary of {vocab_size}")
+            outside = ids[(ids < 0) | (ids >= vocab_size)]
+            if outside.size:
+                raise ValueError(f"token id {int(outside[0])} outside the vocabulary of {vocab_size} (ids 0 to "
+                                 f"{vocab_size - 1}; {outside.size} such ids, {outside.min()} to {outside.max()}, "
+                                 f"in documents {batch[0].id!r} to {batch[-1].id!r})")
             writer.write(ids)
         writer.close()
         if not writer.shards:

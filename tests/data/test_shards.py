@@ -119,6 +119,32 @@ def test_bad_folders_are_named(corpus, tmp_path):
         TokenShards(folder)
 
 
+class ShrunkTokenizer:
+    """A tokenizer that claims a vocabulary of ``size`` ids while it encodes as ``inner`` does."""
+
+    def __init__(self, inner, size: int):
+        self.inner, self.size, self.eos_token_id = inner, size, inner.eos_token_id
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __call__(self, *args, **kwargs):
+        return self.inner(*args, **kwargs)
+
+
+def test_ids_outside_the_vocabulary_are_named_with_their_documents(corpus, tmp_path):
+    tokenizer, docs = corpus
+    ids = token_stream(tokenizer, docs[:3])
+    size = int(ids.max())  # the largest id of these documents is one past the claimed vocabulary
+    first = next(int(i) for i in ids if i >= size)
+    count, low = int((ids >= size).sum()), int(ids[ids >= size].min())
+    with pytest.raises(ValueError, match=rf"^token id {first} outside the vocabulary of {size} \(ids 0 to "
+                                         rf"{size - 1}; {count} such ids, {low} to {size}, in documents 'd000' to "
+                                         r"'d002'\)$"):
+        write_token_shards(ShrunkTokenizer(tokenizer, size), docs[:3], tmp_path / "shards")
+    assert not (tmp_path / "shards").exists()
+
+
 def test_a_failed_write_leaves_nothing(corpus, tmp_path):
     tokenizer, docs = corpus
 
