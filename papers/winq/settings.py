@@ -128,20 +128,24 @@ def hessian_cells(config: Mapping[str, Any]) -> list[str]:
 def run_steps(config: Mapping[str, Any], group: str) -> int:
     """The run length (optimizer steps) of learning-rate group ``group``: ``train_steps[group]`` where set, else
     ``train.max_steps``."""
-    return int((config.get("train_steps") or {}).get(group, config["train"]["max_steps"]))
+    return _run_length(config, group)[1]
 
 
-def _steps_key(config: Mapping[str, Any], group: str) -> str:
-    """The config key that sets the run length of ``group`` (for messages)."""
-    return f"train_steps.{group}" if group in (config.get("train_steps") or {}) else "train.max_steps"
+def _run_length(config: Mapping[str, Any], group: str) -> tuple[str, int]:
+    """``(the config key that sets it, the run length)`` of learning-rate group ``group`` (:func:`run_steps`)."""
+    own = config.get("train_steps") or {}
+    if group in own:
+        return f"train_steps.{group}", int(own[group])
+    return "train.max_steps", int(config["train"]["max_steps"])
 
 
 def interpolation_every(config: Mapping[str, Any], group: str) -> int:
     """The interpolation period ``K = fraction x max_steps`` of learning-rate group ``group`` (``max_steps``:
     :func:`run_steps`); ValueError naming the keys when it is not an integer >= 1 (a fraction whose product with the
     run length is not whole) or exceeds the run."""
-    fraction, steps = config["interpolation"]["fraction"][group], run_steps(config, group)
-    every, length = fraction * steps, _steps_key(config, group)
+    fraction = config["interpolation"]["fraction"][group]
+    length, steps = _run_length(config, group)
+    every = fraction * steps
     if abs(every - round(every)) > 1e-9 or round(every) < 1:
         raise ValueError(f"{KEY}.interpolation.fraction.{group} {fraction} x {length} {steps} = {every:g} is "
                          "not an integer >= 1 (the interpolation period K in steps)")

@@ -43,7 +43,8 @@ rule convert_smollm2:
 rule link_external_model:
     """An external model named by a local folder ({path: DIR}) or a hub id ({hub: ID}): a folder of links to its
     files (common.models.external; from the Hugging Face cache when HF_HUB_OFFLINE=1, fetched otherwise). A local
-    folder is the rule's input: one this workflow builds (the standin profile's) is built first, a missing one named."""
+    folder is the rule's input, so a missing one is named before any job runs (the standin profile's smoke model:
+    `make standin` builds it first)."""
     input:
         local_model_folder,
     output:
