@@ -88,11 +88,16 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def jsonl_line(record: dict[str, Any]) -> str:
+    """One JSONL line of ``record``: UTF-8 text, keys sorted (identical records give identical bytes), a newline."""
+    return json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+
+
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[dict[str, Any]]) -> None:
-    """Atomically write one JSON object a line (UTF-8, keys sorted: identical records give identical bytes)."""
+    """Atomically write one JSON object a line (:func:`jsonl_line`)."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            handle.write(jsonl_line(record))
 
 
 def read_jsonl(path: str | os.PathLike[str], expected: str = "a JSON object") -> Iterator[tuple[int, dict[str, Any]]]:

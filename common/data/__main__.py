@@ -4,7 +4,7 @@
     python -m common.data prepare --corpus sotu --archive ARCHIVE --seed 0 --out-dir data/corpora/sotu
     python -m common.data prepare --files 'texts/*.txt' --seed 0 --out-dir data/corpora/mine
     python -m common.data prepare --hf-dataset NAME [--hf-config C] [--hf-split train] [--text-field text]
-        [--max-rows N] --out-dir ...
+        [--max-rows N] [--streaming] --out-dir ...    (split by a seeded hash of each row's id, streamed)
     python -m common.data prepare --hf-dataset wikitext --hf-config wikitext-2-raw-v1 --hf-splits train=train
         validation=validation test=test --join '\\n\\n' --out-dir data/corpora/wikitext2
     python -m common.data tokenizer --train data/corpora/sotu/train.jsonl --vocab-size 8192 --out DIR
@@ -24,11 +24,12 @@ from .documents import (
     SPLITS,
     clean_documents,
     joined_document,
+    iter_hf_dataset_documents,
     read_archive_documents,
-    read_hf_dataset_documents,
     read_jsonl,
     read_local_documents,
     split_documents,
+    write_hashed_splits,
     write_splits,
 )
 
@@ -56,12 +57,13 @@ def _prepare_hf_splits(args: argparse.Namespace) -> None:
     names = _hf_dataset_splits(args)
     splits, raw_rows = {}, 0
     for ours, theirs in names.items():
-        rows = read_hf_dataset_documents(args.hf_dataset, theirs, args.text_field, args.hf_config, args.max_rows)
+        rows = list(iter_hf_dataset_documents(args.hf_dataset, theirs, args.text_field, args.hf_config, args.max_rows,
+                                              args.streaming))
         raw_rows += len(rows)
         splits[ours] = ([joined_document(rows, args.join, theirs)] if args.join is not None
                         else clean_documents(rows, min_chars=args.min_chars))
     origin = {"hf_dataset": args.hf_dataset, "config": args.hf_config, "splits": names,
-              "text_field": args.text_field, "join": args.join, "max_rows": args.max_rows}
+              "text_field": args.text_field, "join": args.join, "max_rows": args.max_rows, "streaming": args.streaming}
     write_splits(args.out_dir, splits, {"source": origin, "min_chars": None if args.join is not None else args.min_chars,
                                         "raw_documents": raw_rows,
                                         "kept_documents": sum(len(docs) for docs in splits.values())})
@@ -82,14 +84,18 @@ def _prepare(args: argparse.Namespace) -> None:
     elif args.hf_splits:
         _prepare_hf_splits(args)
         return
-    else:
-        raw = read_hf_dataset_documents(args.hf_dataset, args.hf_split, args.text_field, args.hf_config,
-                                        args.max_rows)
+    else:  # a dataset we split: streamed through, one document at a time (the hashed split)
         origin = {"hf_dataset": args.hf_dataset, "config": args.hf_config, "split": args.hf_split,
-                  "text_field": args.text_field, "max_rows": args.max_rows}
+                  "text_field": args.text_field, "max_rows": args.max_rows, "streaming": args.streaming}
+        rows = iter_hf_dataset_documents(args.hf_dataset, args.hf_split, args.text_field, args.hf_config,
+                                         args.max_rows, args.streaming)
+        write_hashed_splits(args.out_dir, rows, args.seed, {"source": origin}, validation=args.validation,
+                            test=args.test, min_chars=args.min_chars)
+        return
     documents = clean_documents(raw, min_chars=args.min_chars)
     splits = split_documents(documents, args.seed, validation=args.validation, test=args.test)
     write_splits(args.out_dir, splits, {"source": origin, "seed": args.seed, "min_chars": args.min_chars,
+                                        "split_rule": "permutation",
                                         "fractions": {"validation": args.validation, "test": args.test},
                                         "raw_documents": len(raw), "kept_documents": len(documents)})
 
@@ -125,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                          help="with --hf-splits: each split one verbatim document, rows joined by JOIN (backslash"
                               " escapes decoded: '\\n\\n' is a blank line)")
     prepare.add_argument("--max-rows", type=int, help="stream only the first N rows of each split read")
+    prepare.add_argument("--streaming", action="store_true",
+                         help="read the dataset streamed (no download of the whole dataset; a hub id needs a network)")
     prepare.add_argument("--text-field", default="text")
     prepare.add_argument("--seed", type=int, default=0)
     prepare.add_argument("--validation", type=float, default=0.1)
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.corpus and args.archive is None:
                 raise ValueError("--corpus needs --archive (the fetched archive's path)")
             dataset_only = {"--hf-splits": args.hf_splits, "--join": args.join, "--hf-config": args.hf_config,
-                            "--max-rows": args.max_rows}
+                            "--max-rows": args.max_rows, "--streaming": args.streaming or None}
             given = [flag for flag, value in dataset_only.items() if value is not None]
             if given and not args.hf_dataset:
                 raise ValueError(f"{', '.join(given)} need --hf-dataset (they read a `datasets` dataset)")

@@ -45,9 +45,14 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def fetch_command(kind: str, name: str) -> str:
-    """The command that puts hub ``kind`` (``"model"`` or ``"dataset"``) ``name`` into the Hugging Face cache."""
-    return f"hf download {'--repo-type dataset ' if kind == 'dataset' else ''}{name}"
+def fetch_command(kind: str, name: str, configuration: str | None = None) -> str:
+    """The command that puts hub ``kind`` ``name`` into the Hugging Face cache: ``hf download`` for a ``"model"``;
+    for a ``"dataset"`` (its ``configuration``), the ``datasets`` load that fills the cache an offline load reads
+    (only the configuration's files: FineWeb's ``sample-10BT`` rather than all of FineWeb)."""
+    if kind == "model":
+        return f"hf download {name}"
+    arguments = ", ".join(repr(a) for a in (name, configuration) if a is not None)
+    return f"python -c \"import datasets; datasets.load_dataset({arguments})\""
 
 
 def resolve_external_model(source: Mapping[str, Any]) -> Path:
@@ -112,7 +117,7 @@ def missing_hub_sources(models: Iterable[Mapping[str, Any]] = (),
     for name, configuration in datasets:
         if offline() and not _dataset_cached(name, configuration):
             missing.append(f"hub dataset {name!r}{f' ({configuration})' if configuration else ''}: not in the "
-                           f"Hugging Face cache; `{fetch_command('dataset', name)}`")
+                           f"Hugging Face cache; `{fetch_command('dataset', name, configuration)}`")
     return missing
 
 

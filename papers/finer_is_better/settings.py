@@ -29,6 +29,7 @@ FIGURES = ("mse", "brute-force-ratio", "sweep")
 REFERENCE_SCALE = "ue4m3"  # the paper's E4M3 block scales: the regions and claims are defined on them
 CLAIM_VARIANTS = {"numerical": ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz", "brute_force"),
                   "model": ("absmax", "prevent_zero", "four_over_six")}
+CLAIM_BLOCKS = {"numerical": (4, 8), "model": (4, 16)}  # the claims' MSE(4)/MSE(8) and ppl(4)/ppl(16)
 CELL = re.compile(r"^(?P<element>[a-z0-9]+)-(?P<scale>[a-z0-9]+)-b(?P<block>[0-9]+)-(?P<variant>[a-z0-9_]+)$")
 
 
@@ -40,8 +41,8 @@ def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
 
 
 def check_config(config: Mapping[str, Any]) -> None:
-    """What the schema cannot say: every cell's variant exists and every format is registered (ValueError
-    naming the offending key and value)."""
+    """What the schema cannot say: every cell's variant exists, every format is registered, and every study has
+    the variants and block sizes its claims compare (ValueError naming the offending key and value)."""
     variants = config["variants"]
     lookup(FORMATS, config["element"], "format", "finer_is_better.element")
     for study in ("numerical", "model"):
@@ -56,6 +57,11 @@ def check_config(config: Mapping[str, Any]) -> None:
         if missing:
             raise ValueError(f"finer_is_better.{study}.cells.{REFERENCE_SCALE} lacks {', '.join(missing)}: the claims "
                              "need these variants")
+    for study, needed in CLAIM_BLOCKS.items():
+        missing = [str(block) for block in needed if block not in config[study]["block_sizes"]]
+        if missing:
+            raise ValueError(f"finer_is_better.{study}.block_sizes {config[study]['block_sizes']} lacks "
+                             f"{', '.join(missing)}: the claims compare blocks {' and '.join(map(str, needed))}")
     sigma = config["numerical"]["sigma"]
     if not sigma["low"] < sigma["high"]:
         raise ValueError(f"finer_is_better.numerical.sigma: low {sigma['low']} must be below high {sigma['high']}")

@@ -1,17 +1,21 @@
 """Cleaning, archive extraction, deterministic splits, JSONL round trip."""
 
+import hashlib
 import json
 
 import pytest
 
 from common.data.documents import (
+    SPLITS,
     Document,
     clean_documents,
     clean_text,
+    hashed_split,
     read_archive_documents,
     read_jsonl,
     read_local_documents,
     split_documents,
+    write_hashed_splits,
     write_splits,
 )
 from common.io import sha256_file
@@ -103,3 +107,61 @@ def test_read_jsonl_names_the_bad_line(tmp_path, content, message):
     (tmp_path / "s.jsonl").write_text(content)
     with pytest.raises(ValueError, match=message):
         read_jsonl(tmp_path / "s.jsonl")
+
+
+def test_hashed_split_is_the_stated_formula():
+    for doc_id in ("000000000", "000000001", "000123456", "doc-x"):
+        u = int(hashlib.sha256(f"7:{doc_id}".encode()).hexdigest()[:16], 16) / 2**64
+        expected = "test" if u < 0.1 else "validation" if u < 0.3 else "train"
+        assert hashed_split(doc_id, 7, validation=0.2, test=0.1) == expected
+
+
+def test_hashed_split_sizes_follow_the_fractions():
+    ids = [f"{i:09d}" for i in range(20000)]
+    counts = {split: sum(hashed_split(i, 0, 0.1, 0.05) == split for i in ids) for split in SPLITS}
+    # binomial: 20000 * 0.05 = 1000 +- 31, 2000 +- 42 (one standard deviation); 5 sd allowed
+    assert abs(counts["test"] - 1000) < 5 * 31 and abs(counts["validation"] - 2000) < 5 * 42
+    assert sum(counts.values()) == len(ids)
+    assert [hashed_split(i, 1, 0.1, 0.05) for i in ids] != [hashed_split(i, 0, 0.1, 0.05) for i in ids]
+
+
+def streamed(n: int, short: set[int] = frozenset()):
+    """A one-shot stream of ``n`` documents in id order, the ones in ``short`` under 200 characters."""
+    return (Document(f"{i:09d}", "short" if i in short else f"row {i}  \r\n" + "word " * 60) for i in range(n))
+
+
+def test_write_hashed_splits_streams_cleans_and_keeps_id_order(tmp_path):
+    write_hashed_splits(tmp_path, streamed(300, short={3, 4}), 0, {"source": {"hf_dataset": "x"}},
+                        validation=0.1, test=0.1, min_chars=200)
+    read = {split: read_jsonl(tmp_path / f"{split}.jsonl") for split in SPLITS}
+    for split, documents in read.items():
+        assert [d.id for d in documents] == sorted(d.id for d in documents)  # id order
+        assert all(hashed_split(d.id, 0, 0.1, 0.1) == split for d in documents)
+    kept = sorted(d.id for docs in read.values() for d in docs)
+    assert kept == [f"{i:09d}" for i in range(300) if i not in (3, 4)]
+    assert read["train"][0].text == clean_text(f"row {int(read['train'][0].id)}  \r\n" + "word " * 60)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["split_rule"] == "hashed" and manifest["seed"] == 0
+    assert (manifest["raw_documents"], manifest["kept_documents"]) == (300, 298)
+    assert {split: c["documents"] for split, c in manifest["splits"].items()} == {
+        split: len(docs) for split, docs in read.items()}
+    assert manifest["source"] == {"hf_dataset": "x"}
+
+
+def test_a_longer_stream_only_adds_documents_to_each_split(tmp_path):
+    write_hashed_splits(tmp_path / "short", streamed(200), 0, {}, validation=0.1, test=0.1)
+    write_hashed_splits(tmp_path / "long", streamed(400), 0, {}, validation=0.1, test=0.1)
+    for split in SPLITS:
+        short = read_jsonl(tmp_path / "short" / f"{split}.jsonl")
+        assert read_jsonl(tmp_path / "long" / f"{split}.jsonl")[:len(short)] == short
+
+
+@pytest.mark.parametrize(("documents", "message"), [
+    (streamed(3), r"split '(validation|test)' is empty: 3 of 3 documents kept \(min_chars 200\), validation 0.1, "
+                  r"test 0.1"),
+    ((Document(i, "x" * 300) for i in ("b", "a")), r"document id 'a' follows 'b': a streamed corpus must come in"),
+])
+def test_write_hashed_splits_refuses_and_writes_nothing(tmp_path, documents, message):
+    with pytest.raises(ValueError, match=message):
+        write_hashed_splits(tmp_path / "out", documents, 0, {})
+    assert not (tmp_path / "out").exists()

@@ -1,12 +1,13 @@
 """`python -m common.data prepare` from a `datasets` dataset: its own splits (joined verbatim or row by row), and a
-streamed sample split by document. The dataset is a local folder of JSONL files, the offline stand-in of a hub id."""
+sample streamed and split by the hash of its row ids. The dataset is a local folder of JSONL files, the offline stand-in of a hub id."""
 
 import json
 
+import datasets
 import pytest
 
 from common.data.__main__ import main
-from common.data.documents import read_jsonl
+from common.data.documents import hashed_split, read_jsonl
 
 ROWS = {
     "train": [" = Valkyria = \n", "", " It was released in 2011 .   \n", " And more text follows here . \n"],
@@ -48,13 +49,35 @@ def test_dataset_splits_row_by_row_are_cleaned(local_dataset, tmp_path):
     assert [d.text for d in read_jsonl(out / "validation.jsonl")] == ["= Robert =", "Robert is an actor ."]
 
 
-def test_streamed_sample_is_split_by_document(local_dataset, tmp_path):
+@pytest.fixture
+def sample_dataset(tmp_path):
+    """A one-split dataset of 40 rows (row 5 too short to keep), the offline stand-in of a FineWeb sample."""
+    folder = tmp_path / "sample_standin"
+    folder.mkdir()
+    rows = ["tiny" if i == 5 else f"Document {i}. " + "Some words here. " * 20 for i in range(40)]
+    (folder / "train.jsonl").write_text("".join(json.dumps({"text": row}) + "\n" for row in rows))
+    return folder
+
+
+@pytest.mark.parametrize("online", [True, False])
+@pytest.mark.parametrize("flags", [["--max-rows", "30"], ["--streaming"], []])
+def test_a_sample_is_streamed_and_split_by_the_hash_of_its_row_ids(sample_dataset, tmp_path, monkeypatch, flags,
+                                                                    online):
+    """Online a sample is streamed; offline it is read from the datasets cache (here: the local folder, loaded
+    whole): the same rows, ids and splits either way."""
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", not online)
     out = tmp_path / "sample"
-    assert main(["prepare", "--hf-dataset", str(local_dataset), "--max-rows", "4", "--min-chars", "1",
-                 "--validation", "0.25", "--test", "0.25", "--out-dir", str(out)]) == 0
-    texts = sorted(d.text for split in ("train", "validation", "test") for d in read_jsonl(out / f"{split}.jsonl"))
-    assert texts == sorted(["= Valkyria =", "It was released in 2011 .", "And more text follows here ."])
-    assert json.loads((out / "manifest.json").read_text())["raw_documents"] == 4  # the first 4 rows, streamed
+    assert main(["prepare", "--hf-dataset", str(sample_dataset), *flags, "--seed", "3", "--validation", "0.2",
+                 "--test", "0.2", "--out-dir", str(out)]) == 0
+    rows = 30 if "--max-rows" in flags else 40
+    kept = {split: [d.id for d in read_jsonl(out / f"{split}.jsonl")] for split in ("train", "validation", "test")}
+    assert sorted(i for ids in kept.values() for i in ids) == [f"{i:09d}" for i in range(rows) if i != 5]
+    assert all(hashed_split(i, 3, 0.2, 0.2) == split for split, ids in kept.items() for i in ids)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["raw_documents"], manifest["kept_documents"], manifest["split_rule"]) == (rows, rows - 1,
+                                                                                               "hashed")
+    assert manifest["source"]["max_rows"] == (30 if rows == 30 else None)
+    assert manifest["source"]["streaming"] == ("--streaming" in flags)
 
 
 @pytest.mark.parametrize(

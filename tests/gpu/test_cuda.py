@@ -233,6 +233,30 @@ def test_ptq_cell_on_cuda_matches_cpu(name):
         assert relative_difference(out, expected) <= tolerance, (activations, relative_difference(out, expected))
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_a_model_spread_over_two_gpus_evaluates_as_on_one(monkeypatch):
+    """``Compute.place`` with the first GPU's free memory faked too small: the tiny Llama dispatched over two GPUs
+    (common.compute.gpu_layout), then fake-quantized (NVFP4 weights and inputs) in place on each GPU: the quantized
+    weights equal the one-GPU model's bit for bit and the logits come back on the first GPU, equal within GEMM
+    rounding."""
+    from common.compute import Compute
+
+    one = Compute("cuda:0").place(tiny_llama(0))
+    need = sum(p.numel() * p.element_size() for p in one.parameters())
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (need, 4 * need))
+    spread = Compute("cuda").place(tiny_llama(0))
+    assert {p.device.index for p in spread.parameters()} == {0, 1}
+    recipe = QuantRecipe.from_name("NVFP4", activations=True)
+    with quantize_(one, recipe), quantize_(spread, recipe):
+        for param_one, param_spread in zip(one.parameters(), spread.parameters(), strict=True):
+            assert_same_bits(param_spread, param_one)
+        with torch.no_grad():
+            expected = one(INPUT_IDS.to(CUDA)).logits
+            out = spread(INPUT_IDS.to(CUDA)).logits
+    assert out.device == torch.device("cuda", 0)
+    assert relative_difference(out, expected) <= 5e-3
+
+
 def test_ptq_remove_after_moving_the_model_to_cuda():
     """Quantized on the CPU, moved to CUDA, restored: the original weights come back on CUDA, bit for bit."""
     model, reference = tiny_llama(0), tiny_llama(0)

@@ -83,7 +83,7 @@ def test_what_is_missing_offline_is_named_with_its_fetch_command(tmp_path, offli
         "hub model 'org/absent': not in the Hugging Face cache; `hf download org/absent`",
         f"external model path {str(tmp_path / 'nowhere')!r}: no config.json there",
         "hub dataset 'lowbit/no_such_dataset' (raw): not in the Hugging Face cache; "
-        "`hf download --repo-type dataset lowbit/no_such_dataset`",
+        "`python -c \"import datasets; datasets.load_dataset('lowbit/no_such_dataset', 'raw')\"`",
     ]
     out = tmp_path / "out"
     assert main(["link", "--source", json.dumps({"hub": "org/absent"}), "--out", str(out)]) == 2

@@ -93,7 +93,14 @@ def corpus_origin(wildcards, input):
         flags.append(f"--hf-split {shlex.quote(source.get('hf_split', 'train'))}")
     if source.get("max_rows"):
         flags.append(f"--max-rows {int(source['max_rows'])}")
+    if source.get("streaming"):
+        flags.append("--streaming")
     return " ".join(flags)
+
+
+def corpus_fraction(split):
+    """A corpus's validation or test fraction: its own (``data.corpora.<name>.<split>``) or ``data.<split>``."""
+    return lambda w: corpus_config(w.corpus).get(split, CFG["data"][split])
 
 
 def train_config_json(model):

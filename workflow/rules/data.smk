@@ -20,7 +20,8 @@ rule fetch_corpus:
 
 
 rule prepare_corpus:
-    """Extract, clean and split a corpus by document (seeded); writes the splits and a manifest."""
+    """Extract, clean and split a corpus by document (seeded: a permutation of a corpus read whole, a hash of each
+    row id for a dataset streamed through; common.data.documents); writes the splits and a manifest."""
     input:
         corpus_archive,
     output:
@@ -33,8 +34,8 @@ rule prepare_corpus:
     params:
         origin=lambda w, input: corpus_origin(w, input),
         seed=CFG["seed"],
-        validation=CFG["data"]["validation"],
-        test=CFG["data"]["test"],
+        validation=corpus_fraction("validation"),
+        test=corpus_fraction("test"),
         min_chars=CFG["data"].get("min_chars", 200),
     shell:
         "python -m common.data prepare {params.origin} --seed {params.seed} --validation {params.validation}"

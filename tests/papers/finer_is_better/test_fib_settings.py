@@ -96,6 +96,10 @@ def test_unknown_variant_in_a_profile_is_named(raw):
     (lambda c: c["numerical"]["sigma"].update(low=2.0),
      r"finer_is_better\.numerical\.sigma: low 2\.0 must be below high 1\.0"),
     (lambda c: c["model"].update(stride=512), r"finer_is_better\.model\.stride 512 exceeds window 256"),
+    (lambda c: c["numerical"].update(block_sizes=[4, 16]),
+     r"finer_is_better\.numerical\.block_sizes \[4, 16\] lacks 8: the claims compare blocks 4 and 8"),
+    (lambda c: c["model"].update(block_sizes=[8, 32]),
+     r"finer_is_better\.model\.block_sizes \[8, 32\] lacks 4, 16: the claims compare blocks 4 and 16"),
 ])
 def test_check_config_names_the_offending_value(raw, edit, message):
     config = {k: v for k, v in raw.items() if k != "profiles"}

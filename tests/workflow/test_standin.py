@@ -1,0 +1,64 @@
+"""End to end, the stand-in run (``make standin``; README, "Paper scale"): the paper profile on local stand-ins
+builds all four reports and the index on the CPU, through the paper profile's own paths: every hub model a link to
+the smoke base model (never pretrained, never copied), token shards made with the linked model's tokenizer, the
+QAT studies continuing the linked 1B stand-in, every claim row a computed verdict."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from common.data import load_tokenizer, tokenizer_fingerprint
+from common.report import VERDICTS, Claim
+
+pytestmark = pytest.mark.slow
+PAPERS = sorted(p.parent.name for p in (Path(__file__).resolve().parents[2] / "papers").glob("*/rules.smk"))
+SMOKE_MODEL = "results/smoke/models/base/smoke"
+EXTERNAL = "results/standin/models/external"
+
+
+def test_every_report_and_the_index_are_built(standin_build):
+    index = (standin_build / "reports/standin/index.html").read_text(encoding="utf-8")
+    for paper in PAPERS:
+        assert (standin_build / f"reports/standin/{paper}.html").stat().st_size > 0, paper
+        assert (standin_build / f"reports/standin/{paper}.tex").stat().st_size > 0, paper
+        assert f'href="{paper}.html"' in index, paper
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_claim_row_has_a_computed_verdict(standin_build, paper):
+    document = json.loads((standin_build / f"results/standin/{paper}/claims.json").read_text())
+    claims = document["claims"]
+    assert len(claims) >= 5
+    for row in claims:  # each row re-validated: its verdict follows from its interval by the rule
+        assert Claim.from_dict(row).verdict == row["verdict"]
+    assert document["counts"] == {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+
+
+def test_hub_models_are_links_to_the_smoke_model(standin_build):
+    models = sorted((standin_build / EXTERNAL).iterdir())
+    assert [m.name for m in models] == ["granite33_8b", "llama2_7b", "llama31_8b", "llama32_1b", "qwen25_14b"]
+    target = (standin_build / SMOKE_MODEL).resolve()
+    for model in models:
+        weights = model / "model.safetensors"
+        assert weights.is_symlink(), model.name
+        assert weights.resolve() == target / "model.safetensors", model.name
+    assert not (standin_build / "results/standin/models/base").exists()  # nothing pretrained in this profile
+
+
+def test_token_shards_carry_the_linked_tokenizer(standin_build):
+    expected = tokenizer_fingerprint(load_tokenizer(standin_build / SMOKE_MODEL))
+    manifests = sorted((standin_build / "results/standin/tokens").glob("*/llama32_1b/*/manifest.json"))
+    assert {m.parent.name for m in manifests} == {"train", "validation"}
+    for manifest in manifests:
+        assert json.loads(manifest.read_text())["tokenizer_sha256"] == expected, manifest
+
+
+@pytest.mark.parametrize("paper", ["maxwindow_hif8", "winq"])
+def test_qat_runs_continue_the_linked_model(standin_build, paper):
+    runs = sorted((standin_build / f"results/standin/models/trained/{paper}").glob("*/seed0/lowbit_metadata.json"))
+    assert runs, paper
+    for metadata in runs:
+        record = json.loads(metadata.read_text())
+        assert record["init"] == f"{EXTERNAL}/llama32_1b", metadata
+        assert record["train_split"].startswith("results/standin/tokens/"), metadata
