@@ -6,9 +6,11 @@ from .documents import (
     Document,
     clean_documents,
     clean_text,
+    hashed_split,
     iter_jsonl,
     read_jsonl,
     split_documents,
+    write_hashed_splits,
     write_splits,
 )
 from .shards import TokenShards, load_tokens, shard_split, write_token_shards
@@ -34,6 +36,7 @@ __all__ = [
     "clean_text",
     "fetch_archive",
     "get_corpus",
+    "hashed_split",
     "iter_jsonl",
     "load_tokenizer",
     "load_tokens",
@@ -46,6 +49,7 @@ __all__ = [
     "tokenizer_fingerprint",
     "train_tokenizer",
     "verify_archive",
+    "write_hashed_splits",
     "write_splits",
     "write_token_shards",
 ]
