@@ -6,6 +6,9 @@
 * ``pdf``: ``latexmk`` on a report's ``.tex`` (a clear error naming the missing tool when latexmk is absent).
 * ``index``: ``reports/index.html`` linking the given reports, each with its claims per verdict (reproduced,
   contradicted, inconclusive, and not testable at this scale apart) and its implementation checks passed.
+
+``--notice`` (render, index): the profile's notice (the workflow config's ``report_notice``, e.g. the stand-in
+profile's "every model is a link to the smoke model"), shown above everything else on the page.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def render(args: argparse.Namespace) -> None:
     for key in CONTEXT_KEYS:
         if key not in context:
             raise ValueError(f"context {args.context!r} has no {key!r}")
+    context["notice"] = args.notice
     render_html(context, args.html)
     render_latex(context, args.tex)
     write_sha256sums(args.sums, [*context["artifacts"], args.context, args.html, args.tex])
@@ -70,7 +74,7 @@ def index(args: argparse.Namespace) -> None:
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
                         "counts": verdict_counts(c["verdict"] for c in context["claims"]),
                         "checks": sum(bool(c["passed"]) for c in context["checks"])})
-    render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile))
+    render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile), notice=args.notice)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", required=True)
     p.add_argument("--tex", required=True)
     p.add_argument("--sums", required=True)
+    p.add_argument("--notice", help="the profile's notice (workflow config report_notice), above everything")
     p.set_defaults(run=render)
     p = sub.add_parser("pdf", help="compile a report's LaTeX with latexmk")
     p.add_argument("--tex", required=True)
@@ -90,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contexts", nargs="*", default=[])
     p.add_argument("--reports", nargs="*", default=[])
     p.add_argument("--profile", default=SHORT_PATHS_PROFILE, help="the profile whose reports these are")
+    p.add_argument("--notice", help="the profile's notice (workflow config report_notice), above everything")
     p.add_argument("--out", required=True)
     p.set_defaults(run=index)
     return parser

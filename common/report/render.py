@@ -11,8 +11,8 @@ A context is a dict (:func:`common.report.context.assemble` makes it): ``paper``
 :meth:`common.report.claims.Claim.to_dict`: ``group``, ``statement``, ``paper``, ``prediction`` with its
 ``text``, ``estimate``, ``estimate_text``, ``verdict``, ``detail``, ``reason``, ``evidence``), ``checks``
 (:meth:`common.report.claims.Check.to_dict`), ``counts`` (rows per verdict), ``rule`` (the verdict rule),
-``provenance`` (:func:`common.report.provenance.provenance`), ``rerun`` (``cell``, ``command``) and
-``artifacts``.
+``provenance`` (:func:`common.report.provenance.provenance`), ``rerun`` (``cell``, ``command``),
+``artifacts``, and optionally ``notice`` (the profile's notice, plain text, shown under the title).
 
 Inline math: prose (statements, predictions, details, captions, table cells, question and method) may hold math
 between ``$...$`` in LaTeX notation, e.g. ``$\\sigma^2$``, ``$2^{-9}$``, ``$\\mathrm{MSE}(n)/\\mathrm{MSE}(2n)$``;
@@ -271,8 +271,8 @@ def _environment(autoescape: bool) -> jinja2.Environment:
 
 
 def render_html(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
-    """Write the self-contained HTML report."""
-    write_text(out, _environment(True).get_template("report.html.j2").render(**context))
+    """Write the self-contained HTML report (``context["notice"]``, optional: the profile's notice, under the title)."""
+    write_text(out, _environment(True).get_template("report.html.j2").render(**{"notice": None, **context}))
 
 
 def render_latex(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
@@ -281,7 +281,7 @@ def render_latex(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
     figures = [{**f, "pdf": os.path.relpath(Path(f["pdf"]).resolve(), base)} for f in context["figures"]]
     tables = [{**t, "layout": table_layout(t)} for t in context["tables"]]
     write_text(out, _environment(False).get_template("report.tex.j2").render(
-        **{**context, "figures": figures, "tables": tables}))
+        **{"notice": None, **context, "figures": figures, "tables": tables}))
 
 
 def overfull_boxes(log: str) -> list[str]:
@@ -319,10 +319,11 @@ def build_pdf(tex: str | os.PathLike[str], *, log: str | os.PathLike[str] | None
 
 
 def render_index(reports: Sequence[Mapping[str, Any]], out: str | os.PathLike[str], profile: str = "default",
-                 others: Sequence[Mapping[str, str]] = ()) -> None:
+                 others: Sequence[Mapping[str, str]] = (), notice: str | None = None) -> None:
     """The index page of profile ``profile`` linking every report that exists: per report ``title``, ``href``
     (relative), ``counts`` (claims per verdict, :func:`common.report.claims.verdict_counts`) and ``checks`` (how many
-    implementation checks passed); ``others``: ``{"profile", "href"}`` of the other profiles' index pages built."""
+    implementation checks passed); ``others``: ``{"profile", "href"}`` of the other profiles' index pages built;
+    ``notice``: the profile's notice, above the table."""
     page = _environment(True).get_template("index.html.j2").render(reports=reports, verdicts=VERDICTS,
-                                                                    profile=profile, others=others)
+                                                                    profile=profile, others=others, notice=notice)
     write_text(out, page)

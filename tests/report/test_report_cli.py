@@ -61,6 +61,27 @@ def test_render_writes_offline_html_latex_and_sums(workdir):
     assert "{../results/fig.pdf}" in tex  # relative to the .tex folder
 
 
+def test_a_profile_notice_comes_first_on_every_page(workdir):
+    """``--notice`` (the workflow's report_notice): under the title, above the citation, in the HTML and the LaTeX,
+    escaped, and above the index's table; without it, no notice at all."""
+    notice = "Stand-in profile: every model is a link to the smoke model <0.5M> & one seed"
+    assert main([*RENDER, "--notice", notice]) == 0
+    html = (workdir / "reports" / "demo.html").read_text()
+    expected = ('<p class="notice"><strong>Note.</strong> Stand-in profile: every model is a link to the smoke model '
+                "&lt;0.5M&gt; &amp; one seed</p>")
+    assert html.index("<h1>Demo &amp; paper</h1>") < html.index(expected) < html.index("A. Author 2026")
+    tex = (workdir / "reports" / "demo.tex").read_text()
+    assert r"\textbf{Note.} Stand-in profile: every model is a link to the smoke model" in tex
+    assert tex.index(r"\maketitle") < tex.index(r"\textbf{Note.}") < tex.index("A. Author 2026")
+    assert main(["index", "--contexts", "results/context.json", "--reports", "reports/demo.html", "--notice", notice,
+                 "--out", "reports/index.html"]) == 0
+    index = (workdir / "reports" / "index.html").read_text()
+    assert index.index("<strong>Note.</strong> Stand-in profile") < index.index("<table>")
+    assert main(RENDER) == 0
+    assert "Note." not in (workdir / "reports" / "demo.html").read_text()
+    assert "Note." not in (workdir / "reports" / "demo.tex").read_text()
+
+
 def test_sums_cover_artifacts_context_html_and_tex(workdir):
     assert main(RENDER) == 0
     lines = (workdir / "reports" / "demo.SHA256SUMS").read_text().splitlines()

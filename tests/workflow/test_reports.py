@@ -99,6 +99,14 @@ def test_index_links_the_report(smoke_build, paper):
 
 
 @pytest.mark.parametrize("paper", PAPERS)
+def test_the_profile_notice_says_smoke_verdicts_are_not_evidence(smoke_build, paper):
+    html = (smoke_build / f"reports/smoke/{paper}.html").read_text(encoding="utf-8")
+    notice = "<strong>Note.</strong> Smoke profile: CI sizes"
+    assert html.index(notice) < html.index("<h2>")
+    assert "its verdicts are not evidence" in html[html.index(notice):html.index("<h2>")]
+
+
+@pytest.mark.parametrize("paper", PAPERS)
 def test_notebook_executes_headless(smoke_build, paper, monkeypatch):
     monkeypatch.setenv("LOWBIT_PROFILE", "smoke")  # the kernel inherits it: the notebook reads results/smoke/
     notebook = nbformat.read(smoke_build / f"papers/{paper}/explore.ipynb", as_version=4)

@@ -17,11 +17,15 @@ SMOKE_MODEL = "results/smoke/models/base/smoke"
 EXTERNAL = "results/standin/models/external"
 
 
-def test_every_report_and_the_index_are_built(standin_build):
+def test_every_report_and_the_index_are_built_and_say_they_are_stand_ins(standin_build):
+    notice = "<strong>Note.</strong> Stand-in profile: the paper profile's pipeline, with every model named here"
     index = (standin_build / "reports/standin/index.html").read_text(encoding="utf-8")
+    assert notice in index
     for paper in PAPERS:
-        assert (standin_build / f"reports/standin/{paper}.html").stat().st_size > 0, paper
-        assert (standin_build / f"reports/standin/{paper}.tex").stat().st_size > 0, paper
+        html = (standin_build / f"reports/standin/{paper}.html").read_text(encoding="utf-8")
+        assert html.index(notice) < html.index("<h2>"), paper  # before any section
+        tex = (standin_build / f"reports/standin/{paper}.tex").read_text(encoding="utf-8")
+        assert r"\textbf{Note.} Stand-in profile:" in tex, paper
         assert f'href="{paper}.html"' in index, paper
 
 

@@ -129,6 +129,13 @@ def quantization_args(name):
 
 
 # reports (workflow/rules/report.smk); PAPERS is set by the Snakefile once every paper is included
+def report_notice_flag():
+    """``--notice TEXT`` of the profile's ``report_notice`` (what its reports must say first, e.g. that every model is
+    a stand-in), or nothing."""
+    notice = CFG.get("report_notice")
+    return f"--notice {shlex.quote(notice)}" if notice else ""
+
+
 def report_contexts(wildcards):
     return expand(f"{RESULTS}/{{paper}}/report/context.json", paper=PAPERS)
 

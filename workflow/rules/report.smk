@@ -15,9 +15,11 @@ rule render_report:
         f"{LOGS}/render_report/{{paper}}.log",
     conda:
         CONDA_ENV
+    params:
+        notice=report_notice_flag(),
     shell:
         "python -m common.report render --context {input} --html {output.html} --tex {output.tex}"
-        " --sums {output.sums} > {log} 2>&1"
+        " --sums {output.sums} {params.notice} > {log} 2>&1"
 
 
 rule report_pdf:
@@ -47,6 +49,7 @@ rule report_index:
         CONDA_ENV
     params:
         profile=config["profile"],
+        notice=report_notice_flag(),
     shell:
         "python -m common.report index --contexts {input.contexts} --reports {input.reports}"
-        " --profile {params.profile} --out {output} > {log} 2>&1"
+        " --profile {params.profile} {params.notice} --out {output} > {log} 2>&1"
