@@ -202,6 +202,11 @@ def write_splits(out_dir: str | Path, splits: dict[str, list[Document]], manifes
         write_jsonl(out_dir / f"{split}.jsonl", splits[split])
     counts = {split: {"documents": len(docs), "characters": sum(len(d.text) for d in docs)}
               for split, docs in splits.items()}
+    _write_manifest(out_dir, manifest, counts)
+
+
+def _write_manifest(out_dir: Path, manifest: dict, counts: dict[str, dict[str, int]]) -> None:
+    """``manifest.json`` of a corpus folder: ``manifest`` with the cleaning version and the per-split counts."""
     write_json(out_dir / "manifest.json", {**manifest, "cleaning_version": CLEANING_VERSION, "splits": counts})
 
 
@@ -221,11 +226,9 @@ def write_hashed_splits(out_dir: str | Path, documents: Iterable[Document], seed
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()  # nothing written: not even the folder
         raise
-    write_json(out_dir / "manifest.json",
-               {**manifest, "seed": seed, "min_chars": min_chars, "split_rule": "hashed",
-                "fractions": {"validation": validation, "test": test}, "raw_documents": raw,
-                "kept_documents": sum(c["documents"] for c in counts.values()),
-                "cleaning_version": CLEANING_VERSION, "splits": counts})
+    _write_manifest(out_dir, {**manifest, "seed": seed, "min_chars": min_chars, "split_rule": "hashed",
+                              "fractions": {"validation": validation, "test": test}, "raw_documents": raw,
+                              "kept_documents": sum(c["documents"] for c in counts.values())}, counts)
 
 
 def _stream_splits(out_dir: Path, documents: Iterable[Document], seed: int, validation: float, test: float,
