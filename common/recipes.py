@@ -33,9 +33,11 @@ from common.formats import FORMATS
 from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
 from common.registry import lookup
 from common.scaling import RULES, BlockScales, check_block_geometry, quantize_blocks
+from common.scaling.rules import Arithmetic
 
 _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target",
-                "axis")
+                "axis", "ties", "compute_dtype")
+_NUMERICS_DEFAULTS = {"ties": "even", "compute_dtype": None}  # written to a record only when not these (to_dict)
 _RECIPE_FIELDS = ("name", "weights", "activations")
 HISTORY_UNITS = ("call", "step")  # what one amax history entry is: a forward/backward call or an optimizer step
 ROLES = ("input", "weight", "grad_output")  # the operands of a Linear's three GEMMs (forward, dgrad, wgrad)
@@ -47,7 +49,7 @@ ACTIVATION_BITS = (8,)  # ParetoQ's A8: int8 per token
 @dataclass(frozen=True)
 class QuantSpec:
     """One block quantization: ``quantize_blocks(x, elem, scale, block_size, rule, prevent_zero=...,
-    global_scale=..., global_target=..., axis=axis, **rule_options)``.
+    global_scale=..., global_target=..., axis=axis, ties=..., compute_dtype=..., **rule_options)``.
 
     ``elem``/``scale``: registered format names (:data:`common.formats.FORMATS`); ``block_size``: elements per block
     along ``axis``, ``"row"`` for one block spanning the whole of ``axis`` (with the default axis: per output
@@ -57,11 +59,18 @@ class QuantSpec:
     weight of a backward GEMM needs; quantized checkpoints store weights blocked along -1 only); ``rule``: a name
     from :data:`common.scaling.RULES`, or None when the scales are learned (QAT) rather than selected from the data
     (see the module docstring; then ``prevent_zero``, ``global_scale`` and ``rule_options`` must keep their
-    defaults, which only a rule would use); ``global_scale``: None, ``"tensor"`` or ``"row"`` (two-level scaling;
-    for activations ``"row"`` is per token); ``rule_options``: extra keyword arguments of the rule (e.g.
-    ``{"criterion": "mae"}`` for four_over_six), stored as sorted ``(key, value)`` pairs so that the spec stays
-    hashable (a mapping is accepted and converted); ``global_target``: the divisor of the global scale ``g = amax /
-    global_target`` (None: the rule's default, see :mod:`common.scaling.blocks`).
+    defaults, which only a rule would use); ``global_scale``: None, ``"tensor"``, ``"row"`` or ``"slice"``
+    (two-level scaling; for activations ``"row"`` is per token, ``"slice"`` per index of dim 0: per sequence of a
+    ``(batch, seq, hidden)`` input; for a weight both are per output row); ``rule_options``: extra keyword
+    arguments of the rule (e.g. ``{"criterion": "mae"}`` or ``{"e8m0_candidates": "floor_ceil"}`` for
+    four_over_six), stored as sorted ``(key, value)`` pairs so that the spec stays hashable (a mapping is accepted
+    and converted); ``global_target``: the divisor of the global scale ``g = amax / global_target`` (None: the
+    rule's default, see :mod:`common.scaling.blocks`); ``ties``: ``"even"`` (default) or ``"down"`` (the *Finer is
+    Better* authors' midpoint bucketing), and ``compute_dtype``: None (float32, default; ``"float32"`` is stored as
+    None) or ``"bfloat16"`` (the authors' bf16 arithmetic): the numerics conventions of
+    :mod:`common.scaling.rules`, which a spec of learned scales leaves at their defaults. ``to_dict`` writes these
+    two only when they differ from the defaults, so every record written before they existed is unchanged and
+    reads back as before.
     """
 
     elem: str
@@ -73,6 +82,8 @@ class QuantSpec:
     rule_options: tuple[tuple[str, Any], ...] = ()
     global_target: float | None = None
     axis: int = -1
+    ties: str = "even"
+    compute_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.axis, int) or isinstance(self.axis, bool):
@@ -83,17 +94,21 @@ class QuantSpec:
         check_block_geometry(self.block_size, self.global_scale, self.global_target)
         if not isinstance(self.prevent_zero, bool):
             raise ValueError(f"prevent_zero must be a bool, got {self.prevent_zero!r}")
+        if Arithmetic.of(self.ties, self.compute_dtype).compute_dtype == "float32":
+            object.__setattr__(self, "compute_dtype", None)
         options = dict(self.rule_options)
         if rule is None:
             for field, value, default in (("prevent_zero", self.prevent_zero, False),
-                                          ("global_scale", self.global_scale, None), ("rule_options", options, {})):
+                                          ("global_scale", self.global_scale, None), ("rule_options", options, {}),
+                                          *((name, getattr(self, name), default)
+                                            for name, default in _NUMERICS_DEFAULTS.items())):
                 if value != default:
                     raise ValueError(f"{field}={value!r} needs a scale rule: with rule=None (learned scales) it must "
                                      f"be {default!r}")
             object.__setattr__(self, "rule_options", ())
             return
         valid = [name for name, p in inspect.signature(rule.select).parameters.items()
-                 if p.kind is p.KEYWORD_ONLY and name != "prevent_zero"]
+                 if p.kind is p.KEYWORD_ONLY and name != "prevent_zero" and name not in _NUMERICS_DEFAULTS]
         for key in options:
             if key not in valid:
                 raise ValueError(f"unknown option {key!r} of scale rule {self.rule!r}; "
@@ -111,15 +126,18 @@ class QuantSpec:
                              "(save_quantized_checkpoint(..., weight_scales=...))")
         return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
                                global_scale=self.global_scale, global_target=self.global_target, axis=self.axis,
-                               return_scales=return_scales,
+                               return_scales=return_scales, ties=self.ties, compute_dtype=self.compute_dtype,
                                **dict(self.rule_options))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``rule_options`` as a dict; ``block_size`` an integer, ``"row"`` or None; ``rule``
-        None for learned scales)."""
+        None for learned scales; ``ties`` and ``compute_dtype`` only when not at their defaults)."""
+        numerics = {name: getattr(self, name) for name, default in _NUMERICS_DEFAULTS.items()
+                    if getattr(self, name) != default}
         return {"elem": self.elem, "scale": self.scale, "block_size": self.block_size, "rule": self.rule,
                 "prevent_zero": self.prevent_zero, "global_scale": self.global_scale,
-                "rule_options": dict(self.rule_options), "global_target": self.global_target, "axis": self.axis}
+                "rule_options": dict(self.rule_options), "global_target": self.global_target, "axis": self.axis,
+                **numerics}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QuantSpec:

@@ -1,5 +1,7 @@
-"""Analyses shared by the papers: Monte Carlo block-quantization error, weight studies, Hessian spectra (SLQ)."""
+"""Analyses shared by the papers: Monte Carlo block-quantization error, weight studies, Hessian spectra (SLQ), and
+the block-size and scale advice on a model's weights (``python -m common.analysis advise``)."""
 
+from .advise import SCALE_OPTIONS, ScaleOption, advise, advise_weights, parse_block_sizes, write_advice
 from .gaps import gap_inverts
 from .hessian import hessian_vector_product, lanczos, model_hessian_spectrum, slq_density
 from .mse import block_mse, block_stats, mse_sweep, sigma_grid, standard_normal
@@ -7,6 +9,10 @@ from .observer_study import amax_trace, observer_study, run_observer, saturation
 from .weights import fit_sigma, linear_weights, tensor_block_mse, weight_study
 
 __all__ = [
+    "SCALE_OPTIONS",
+    "ScaleOption",
+    "advise",
+    "advise_weights",
     "amax_trace",
     "block_mse",
     "block_stats",
@@ -18,6 +24,7 @@ __all__ = [
     "model_hessian_spectrum",
     "mse_sweep",
     "observer_study",
+    "parse_block_sizes",
     "run_observer",
     "saturation_metrics",
     "sigma_grid",
@@ -26,4 +33,5 @@ __all__ = [
     "standard_normal",
     "tensor_block_mse",
     "weight_study",
+    "write_advice",
 ]

@@ -11,6 +11,13 @@ Rounding (``rounding=``), for a value between two neighbouring grid points ``lo 
   tier) the gap is ``lo`` itself, so a tie goes up, as ml_dtypes does for E8M0; it is also what the HiF8
   reference formula ``floor(|x| 2^(mb-e) + 0.5)`` becomes with round-half-even in place of round-half-up.
 * ``"away"`` -- nearest, ties away from zero (HiF8's "TA", the default for ``hif8``).
+* ``"half_down"`` -- nearest, ties toward zero: to the neighbour of smaller magnitude (Python decimal's
+  ``ROUND_HALF_DOWN``; for the unsigned scale formats, the smaller value). It is the rounding of the *Finer is
+  Better* authors' midpoint bucketing (``clee1994/finer_is_better`` ``torch_eval.py`` at commit 0080284, lines
+  282-287 for elements, 139-143 for scale formats other than E4M3): ``torch.bucketize(|x|, midpoints)`` with
+  ``right=False`` puts a value equal to a midpoint in the lower bucket, and the sign is restored afterwards.
+  Mid-rise ties (``x = m``, neighbours ``m -+ 1`` of equal distance) go to ``m - 1`` for ``m > 0`` and to
+  ``m + 1`` for ``m <= 0`` (0 -> +1, as ``"away"``, both neighbours having the same magnitude).
 * ``"stochastic"`` -- ``hi`` with probability ``(x - lo) / (hi - lo)``, else ``lo`` (unbiased up to float32
   resolution of the uniform draw); the draws come from ``generator`` so results are seeded.
 
@@ -63,7 +70,7 @@ import torch
 from .registry import get_format
 from .spec import Family, Format
 
-ROUNDINGS = ("rne", "away", "stochastic")
+ROUNDINGS = ("rne", "away", "stochastic", "half_down")
 OVERFLOWS = ("saturate", "inf_nan")
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16)
 CHUNK = 1 << 17  # elements per pass on CPUs: keeps the temporaries of one chunk inside the L2 cache
@@ -165,9 +172,9 @@ def as_float32(x: torch.Tensor) -> torch.Tensor:
 def _round_half(y: torch.Tensor, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
     """Round non-negative ``y`` (below 2^23, or already integral) to an integer, in place where possible.
 
-    "away" and "stochastic" compare the exact fraction ``y - floor(y)`` (never ``floor(y + 0.5)``, whose float
-    addition rounds 0.49999997 up): away adds 1 iff the fraction >= 1/2; stochastic adds 1 iff a uniform draw
-    u in [0, 1) is below the fraction.
+    "away", "half_down" and "stochastic" compare the exact fraction ``y - floor(y)`` (never ``floor(y + 0.5)``,
+    whose float addition rounds 0.49999997 up): away adds 1 iff the fraction >= 1/2, half_down iff it is > 1/2;
+    stochastic adds 1 iff a uniform draw u in [0, 1) is below the fraction.
     """
     if rounding == "rne":
         return y.round_()
@@ -175,6 +182,8 @@ def _round_half(y: torch.Tensor, rounding: str, generator: torch.Generator | Non
     fraction = y.sub_(whole)
     if rounding == "away":
         return whole.add_(fraction >= 0.5)
+    if rounding == "half_down":
+        return whole.add_(fraction > 0.5)
     return whole.add_(torch.rand(y.shape, generator=generator, dtype=y.dtype, device=y.device) < fraction)
 
 
@@ -241,6 +250,8 @@ def _round_fp32_prefix(ax: torch.Tensor, fmt: Format, rounding: str, generator: 
         bits = bits + (half - 1) + ((bits >> drop) & 1)
     elif rounding == "away":
         bits = bits + half
+    elif rounding == "half_down":
+        bits = bits + (half - 1)
     else:
         bits = bits + torch.randint(0, 1 << drop, bits.shape, generator=generator, dtype=torch.int32,
                                     device=bits.device)
@@ -268,14 +279,16 @@ def _round_binary(x: torch.Tensor, rounding: str, generator: torch.Generator | N
 
 def _round_midrise(x: torch.Tensor, fmt: Format, rounding: str, generator: torch.Generator | None) -> torch.Tensor:
     """Mid-rise levels (odd integers, ``|q| <= max``) of signed ``x`` (module docstring): neighbours ``m -+ 1`` of
-    ``m = 2 round(x / 2)``, ties to the even code (``"rne"``) or away from zero (``"away"``); saturating."""
+    ``m = 2 round(x / 2)``, ties to the even code (``"rne"``), away from zero (``"away"``) or toward zero
+    (``"half_down"``; 0 -> +1); saturating."""
     c = x.clamp(-fmt.max, fmt.max)
     m = torch.round(c * 0.5).mul_(2.0)
     if rounding == "stochastic":
         up = torch.rand(x.shape, generator=generator, dtype=x.dtype, device=x.device) < (c - m + 1.0) * 0.5
-    else:
-        tie_up = torch.remainder(m, 4.0) == 0 if rounding == "rne" else m >= 0
-        up = (c > m) | ((c == m) & tie_up)
+    elif rounding == "rne":
+        up = (c > m) | ((c == m) & (torch.remainder(m, 4.0) == 0))
+    else:  # a tie goes up for m >= 0 away from zero, for m <= 0 toward zero (0 -> +1 both)
+        up = (c > m) | ((c == m) & ((m >= 0) if rounding == "away" else (m <= 0)))
     q = torch.where(up, m + 1.0, m - 1.0)
     return torch.where(x.isnan(), x, q)
 

@@ -16,6 +16,7 @@ from .claims import (
     verdict_counts,
 )
 from .context import assemble, figure_entries, rerun_entries
+from .conventions import conventions_table
 from .provenance import config_hash, git_state, provenance, training_seconds
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
 
@@ -32,6 +33,7 @@ __all__ = [
     "claim_specs",
     "claims_document",
     "config_hash",
+    "conventions_table",
     "data_uri",
     "figure_entries",
     "git_state",

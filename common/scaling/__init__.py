@@ -1,4 +1,5 @@
-"""Block geometry, scale selectors and two-level scaling (the named recipes are in :mod:`common.recipes`).
+"""Block geometry, scale selectors, two-level scaling and numerics conventions (the named recipes are in
+:mod:`common.recipes`).
 
 >>> import torch
 >>> from common.scaling import quantize_blocks
@@ -8,17 +9,38 @@ tensor([[ 0.0000, -0.1562,  0.3125,  5.0000]])
 """
 
 from .blocks import GLOBAL_SCALES, BlockScales, check_block_geometry, quantize_blocks
-from .rules import RULES, ScaleRule, block_error, dequantize_blocks, get_rule, round_scale
+from .conventions import CONVENTIONS, NumericsConvention, block_options, get_convention, spec_options
+from .rules import (
+    COMPUTE_DTYPES,
+    E8M0_CANDIDATES,
+    RULES,
+    TIES,
+    Arithmetic,
+    ScaleRule,
+    block_error,
+    dequantize_blocks,
+    get_rule,
+    round_scale,
+)
 
 __all__ = [
+    "COMPUTE_DTYPES",
+    "CONVENTIONS",
+    "E8M0_CANDIDATES",
     "GLOBAL_SCALES",
     "RULES",
+    "TIES",
+    "Arithmetic",
     "BlockScales",
+    "NumericsConvention",
     "ScaleRule",
     "block_error",
+    "block_options",
     "check_block_geometry",
     "dequantize_blocks",
+    "get_convention",
     "get_rule",
     "quantize_blocks",
     "round_scale",
+    "spec_options",
 ]

@@ -10,13 +10,31 @@ The block is then dequantized as ``s * Q_elem(b / s)`` (round-to-nearest-even, s
 ``prevent_zero=True`` modifies every rule: each candidate scale that rounds to 0 becomes the smallest positive
 scale value (2^-9 for UE4M3), so a block with a non-zero value never becomes all zeros through its scale.
 
+Numerics conventions (keywords of every rule and of :func:`common.scaling.quantize_blocks`; the defaults are this
+project's; :mod:`common.scaling.conventions` names the sets, with the *Finer is Better* authors' code
+``clee1994/finer_is_better`` ``torch_eval.py`` at commit 0080284 as the other):
+
+* ``ties="even"`` (default): elements and scales round to nearest, ties to even (``Q_S`` above). ``ties="down"``:
+  ties toward zero (rounding ``"half_down"`` of :mod:`common.formats.quantize`) for the elements and for every
+  scale format but those in :data:`CAST_ROUNDED_SCALES` (UE4M3/E4M3, BF16), which stay nearest-even. That is the
+  authors' split: they round E2M1 elements (lines 282-287) and the UE5M3/E8M0 scale grids (lines 130-143) by
+  ``torch.bucketize`` on the grid's midpoints (a tie lands in the lower bucket: the smaller magnitude), but E4M3
+  scales by the ``float8_e4m3fn`` cast (line 108; round to nearest even) and BF16 scales by a bfloat16 cast.
+* ``compute_dtype="bfloat16"``: the authors' eager PyTorch arithmetic on a bfloat16 model (:class:`Arithmetic`);
+  None or ``"float32"`` (default) computes in float32 as before.
+* ``e8m0_candidates`` (four_over_six with a power-of-two scale format): ``"ocp"`` (default) the OCP floor and the
+  round-up (rceil) scale; ``"floor_ceil"`` the authors' floor and ceiling of ``bmax / top`` on the power-of-two
+  grid (lines 324-327).
+
 Devices: every rule works on the blocks' device and returns its scales there. All rules but ``brute_force`` are
 free of host synchronisations off the CPU: where the CPU path updates only the few rows that need it (found with
 ``nonzero``, cheap where the host is the device), other devices update every row with ``torch.where``, which gives
 the same values (:func:`sparse_updates`). Brute force syncs once per call: the width of its candidate window and
 the surviving (block, candidate) pairs are data-dependent sizes. Scales equal the CPU's bit for bit: divisions by
 constants go through :func:`common.formats.quantize.divide` and the E8M0 powers of two through
-:func:`common.formats.quantize.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's).
+:func:`common.formats.quantize.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's). The one
+exception is four_over_six's decision under ``compute_dtype="bfloat16"``, a float32 ``torch.mean`` as the authors
+take it (:class:`Arithmetic`, step 6).
 """
 
 from __future__ import annotations
@@ -34,24 +52,113 @@ from common.registry import lookup
 
 PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search on CPUs (DEVICE_CHUNK elsewhere)
 BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
+TIES = ("even", "down")  # how round-to-nearest breaks ties (module docstring)
+COMPUTE_DTYPES = ("float32", "bfloat16")  # the arithmetic emulated (Arithmetic)
+E8M0_CANDIDATES = ("ocp", "floor_ceil")  # four_over_six's two candidates on a power-of-two scale grid
+# scale formats the Finer-is-Better code rounds by a torch dtype cast (nearest even, whatever the ties), keeping the
+# data's dtype: float8_e4m3fn (torch_eval.py:106-112) and bfloat16 (:113-119); every other format is rounded by
+# midpoint bucketing on a float32 grid (:130-143)
+CAST_ROUNDED_SCALES = frozenset({"e4m3", "ue4m3", "bf16"})
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """How a rule rounds: the tie rule and the emulated compute dtype (ValueError naming a bad value).
+
+    ``compute_dtype="float32"``: every intermediate in float32, as this project computes (exact divisions by
+    constants, :func:`divide`). ``"bfloat16"``: PyTorch's eager bf16 ops as the *Finer is Better* authors run
+    them on a bf16 model (``clee1994/finer_is_better`` ``torch_eval.py`` at 0080284; the model is loaded in bf16 at
+    line 383). A bf16 op computes in float32 and rounds its result to bf16 once (nearest even), which
+    :meth:`op` reproduces; PyTorch's type promotion decides which results are bf16: an op whose operands are all
+    bf16 (or bf16 and a Python number) is rounded, one with a float32 tensor operand stays float32. In their order:
+
+    1. the hierarchical scale ``c = max|x| / T`` and ``x / c`` (lines 259-276): bf16;
+    2. ``bmax / 6`` (lines 289-295, 312-330; their ``max_abs`` is clamped below at 1e-7, which changes no
+       E4M3/UE5M3 result) and 4/6's ``(bmax / 6) * 1.5`` (line 329): bf16, two roundings;
+    3. the scale: the E4M3 cast keeps bf16 (line 108), the UE5M3/E8M0 grids are float32 (lines 67, 143);
+    4. ``x / s`` (line 306, 217): bf16 when ``s`` is bf16 (E4M3: :meth:`scaled`), else float32;
+    5. bucketize (float32 grid, line 285-286) and ``q * s`` (lines 310, 220): float32, exact;
+    6. 4/6's choice: ``mean((x - q s)^2)`` over the block in float32, the 4 candidate iff strictly smaller (lines
+       229-232), by their op: ``torch.mean`` of float32 on the blocks' device. Its float32 summation order is
+       the device kernel's, and it decides exact ties whose block errors round apart (rare: one block of 2048 at
+       block 32 in a bf16 Normal test tensor had two candidates of equal exact SSE, one float32 sum an ulp lower).
+       This is the one place where results may differ between devices, as the authors' would;
+    7. ``* c`` (line 338) in float32, the result cast to bf16 (line 340).
+
+    The divisions by the Python constants 6 and ``T`` (448, 61440) equal CUDA's, which multiplies by the float32
+    reciprocal: ``bf16(m / d) == bf16(m * fp32(1 / d))`` for every positive normal bf16 ``m`` (checked exhaustively).
+    """
+
+    ties: str = "even"
+    compute_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.ties not in TIES:
+            raise ValueError(f"unknown ties {self.ties!r}; valid: {', '.join(TIES)}")
+        if self.compute_dtype not in COMPUTE_DTYPES:
+            raise ValueError(f"unknown compute_dtype {self.compute_dtype!r}; valid: None, {', '.join(COMPUTE_DTYPES)}")
+
+    @classmethod
+    def of(cls, ties: str = "even", compute_dtype: str | None = None) -> Arithmetic:
+        """The arithmetic of the keyword options (``compute_dtype=None`` is float32)."""
+        return cls(ties, "float32" if compute_dtype is None else compute_dtype)
+
+    @property
+    def bfloat16(self) -> bool:
+        return self.compute_dtype == "bfloat16"
+
+    @property
+    def element_rounding(self) -> str:
+        """The rounding of element values: ``"rne"`` (ties even) or ``"half_down"`` (ties down)."""
+        return "rne" if self.ties == "even" else "half_down"
+
+    def scale_rounding(self, scale_fmt: Format) -> str:
+        """The rounding of ``scale_fmt`` scales: nearest even for ties even and for :data:`CAST_ROUNDED_SCALES`,
+        else ``"half_down"``."""
+        return "rne" if self.ties == "even" or scale_fmt.name in CAST_ROUNDED_SCALES else "half_down"
+
+    def op(self, t: torch.Tensor) -> torch.Tensor:
+        """The float32 result ``t`` of one op as the compute dtype leaves it: as is, or rounded to bf16 (RNE)."""
+        return t.bfloat16().float() if self.bfloat16 else t
+
+    def scaled(self, y: torch.Tensor, scale_fmt: Format) -> torch.Tensor:
+        """The quotient ``x / s``: rounded to bf16 only when the scale tensor is bf16 too (a cast-rounded format)."""
+        return self.op(y) if scale_fmt.name in CAST_ROUNDED_SCALES else y
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool) -> torch.Tensor:
-    """``Q_S(raw)`` (nearest-even, saturating); with ``prevent_zero`` a 0 becomes the smallest positive scale."""
-    s = quantize_float32(raw, scale_fmt, "rne", "saturate", None)
+def round_scale(raw: torch.Tensor, scale_fmt: Format, prevent_zero: bool, *, ties: str = "even") -> torch.Tensor:
+    """``Q_S(raw)`` (nearest, saturating; ties as :meth:`Arithmetic.scale_rounding` says: even by default); with
+    ``prevent_zero`` a 0 becomes the smallest positive scale."""
+    s = quantize_float32(raw, scale_fmt, Arithmetic(ties).scale_rounding(scale_fmt), "saturate", None)
     if prevent_zero:
         s = torch.where(s == 0, scale_fmt.min_subnormal, s)
     return s
 
 
-def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format) -> torch.Tensor:
+def dequantize_blocks(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format, *, ties: str = "even",
+                      compute_dtype: str | None = None, scale_fmt: Format | None = None) -> torch.Tensor:
     """``s * Q_elem(b / s)`` for ``s > 0``, 0 for ``s = 0`` (a NaN scale, from a NaN in the block, gives NaN).
 
-    A zero scale divides by 1 instead and multiplies the (finite, saturated) elements back by 0.
+    A zero scale divides by 1 instead and multiplies the (finite, saturated) elements back by 0. ``ties`` rounds
+    the elements (:class:`Arithmetic`); with ``compute_dtype="bfloat16"`` the quotient ``b / s`` is rounded to bf16
+    when ``scale_fmt`` is one of :data:`CAST_ROUNDED_SCALES` (the authors' scale tensor is then bf16), so
+    ``scale_fmt`` is required there.
     """
+    return _dequantize(blocks, scales, elem_fmt, scale_fmt, Arithmetic.of(ties, compute_dtype))
+
+
+def _dequantize(blocks: torch.Tensor, scales: torch.Tensor, elem_fmt: Format, scale_fmt: Format | None,
+                arithmetic: Arithmetic) -> torch.Tensor:
+    """:func:`dequantize_blocks` with its arithmetic resolved."""
     safe = scales.masked_fill(scales == 0, 1.0)
-    return quantize_float32(blocks / safe, elem_fmt, "rne", "saturate", None).mul_(scales)
+    quotient = blocks / safe
+    if arithmetic.bfloat16:
+        if scale_fmt is None:
+            raise ValueError("dequantize_blocks with compute_dtype='bfloat16' needs scale_fmt: whether b / s is "
+                             "rounded to bf16 depends on the scale format")
+        quotient = arithmetic.scaled(quotient, scale_fmt)
+    return quantize_float32(quotient, elem_fmt, arithmetic.element_rounding, "saturate", None).mul_(scales)
 
 
 def block_error(blocks: torch.Tensor, dequantized: torch.Tensor, criterion: str = "mse") -> torch.Tensor:
@@ -97,60 +204,95 @@ def _floor_log2(x: torch.Tensor) -> torch.Tensor:
 
 
 # -------------------------------------------------------------------------------------------------- rules
-def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
+def absmax(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+           ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
     """``s = Q_S(bmax / top)``: the block max maps to the largest element value (the OCP/NVFP4 default)."""
-    return round_scale(divide(block_amax(blocks), elem_fmt.max), scale_fmt, prevent_zero)
+    arithmetic = Arithmetic.of(ties, compute_dtype)
+    return round_scale(arithmetic.op(divide(block_amax(blocks), elem_fmt.max)), scale_fmt, prevent_zero, ties=ties)
 
 
-def unit(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False) -> torch.Tensor:
+def unit(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+         ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
     """``s = 1`` for every block: no block scaling, the elements carry the values themselves. With a global scale
     it is plain per-tensor (or per-row) scaling ``Q(x / g) * g``, e.g. HiF8 W8A8's ``g = amax / 15`` (scale
-    ``15 / amax``, Max-Window paper) with ``global_target=15``. ``prevent_zero`` changes nothing (1 is not 0)."""
+    ``15 / amax``, Max-Window paper) with ``global_target=15``. ``prevent_zero`` changes nothing (1 is not 0), nor
+    do ``ties`` and ``compute_dtype`` (nothing is rounded here; they are checked)."""
+    Arithmetic.of(ties, compute_dtype)
     return torch.ones(blocks.shape[0], 1, dtype=torch.float32, device=blocks.device)
 
 
-def prevent_zero_rule(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
-                      prevent_zero: bool = True) -> torch.Tensor:
+def prevent_zero_rule(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = True,
+                      ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
     """abs-max whose zero scales become the smallest positive scale (Finer is Better's prevent-zero)."""
-    return absmax(blocks, scale_fmt, elem_fmt, prevent_zero=True)
+    return absmax(blocks, scale_fmt, elem_fmt, prevent_zero=True, ties=ties, compute_dtype=compute_dtype)
 
 
 def four_over_six(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
-                  criterion: str = "mse") -> torch.Tensor:
+                  criterion: str = "mse", ties: str = "even", compute_dtype: str | None = None,
+                  e8m0_candidates: str = "ocp") -> torch.Tensor:
     """4/6 adaptive scaling (Four Over Six, arXiv 2512.02010).
 
-    Candidates ``s_top = Q_S(bmax / top)`` and ``s_second = Q_S(bmax / second)`` (E2M1: bmax/6 and bmax/4);
+    Candidates ``s_top = Q_S(bmax / top)`` and ``s_second = Q_S(bmax / second)`` (E2M1: bmax/6 and bmax/4;
+    with ``compute_dtype="bfloat16"`` the authors' ``bf16(bf16(bmax / 6) * 1.5)``, :class:`Arithmetic`);
     ``s_second`` is chosen iff its block error is *strictly* smaller (ties go to ``s_top``). For power-of-two
-    scale formats (E8M0) the candidates are the OCP floor and the round-up (rceil) scale, ties to rceil, as in
-    the public code matching the Finer-is-Better setup. ``criterion``: ``"mse"`` (default) or ``"mae"``.
+    scale formats (E8M0) ``e8m0_candidates`` names the pair, ties to the larger scale in both:
+
+    * ``"ocp"`` (default): ``s_top`` the round-up (rceil) scale ``2^ceil(log2(bmax / top))`` and ``s_second``
+      the OCP floor ``2^(floor(log2 bmax) - floor(log2 top))``, so ``bmax / s`` lies in (3, 6] and [4, 8) for
+      E2M1: they differ only where ``bmax / rceil`` is in (3, 4). This is our choice, not the public code's.
+    * ``"floor_ceil"``: the *Finer is Better* authors' pair (``clee1994/finer_is_better`` ``torch_eval.py`` at
+      0080284, lines 324-327, ``quantize_scale_simulate`` rounding "floor" and "ceil" of ``bmax / 6`` on the
+      power-of-two grid): the same ``s_top`` and ``s_second = 2^floor(log2(bmax / top))``, half of ``s_top``
+      unless ``bmax / top`` is a power of two (``bmax / s`` in [6, 12) for E2M1: the block max clips).
+
+    ``criterion``: ``"mse"`` (default) or ``"mae"``.
     """
-    return four_over_six_with_values(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero, criterion=criterion)[0]
+    return four_over_six_with_values(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero, criterion=criterion,
+                                     ties=ties, compute_dtype=compute_dtype, e8m0_candidates=e8m0_candidates)[0]
 
 
 def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
-                              prevent_zero: bool = False, criterion: str = "mse") -> tuple[torch.Tensor, torch.Tensor]:
+                              prevent_zero: bool = False, criterion: str = "mse", ties: str = "even",
+                              compute_dtype: str | None = None,
+                              e8m0_candidates: str = "ocp") -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`four_over_six` and the dequantized blocks of the winning candidate (computed anyway).
 
     Both candidates are evaluated on magnitudes in element units, ``y = |b| / s``: the block error is
     ``s^2 sum (y - Q(y))^2`` (MAE: ``s sum |y - Q(y)|``), decided in float32 where the two errors differ by
     more than 1e-4 relative (far beyond float32 rounding) and re-decided exactly, as float64 sums of
     ``(|b| - s Q(y))^2``, for the few near-ties (exact ties included): on CPUs for those rows only, elsewhere for
-    every row, kept where the row is a near-tie (:func:`sparse_updates`; the same decisions).
+    every row, kept where the row is a near-tie (:func:`sparse_updates`; the same decisions). With
+    ``compute_dtype="bfloat16"`` the decision is the authors' instead: the float32 mean of the float32
+    ``(|b| - s Q(y))^2`` (MAE: of the absolute differences), strictly smaller (:class:`Arithmetic`, step 6).
     """
     if criterion not in ("mse", "mae"):
         raise ValueError(f"unknown criterion {criterion!r}; valid criteria: mse, mae")
+    if e8m0_candidates not in E8M0_CANDIDATES:
+        raise ValueError(f"unknown e8m0_candidates {e8m0_candidates!r}; valid: {', '.join(E8M0_CANDIDATES)}")
+    arithmetic = Arithmetic.of(ties, compute_dtype)
     magnitudes = blocks.abs()
     if is_power_of_two_format(scale_fmt):
-        s_top = e8m0_rceil(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
-        s_second = e8m0_floor(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
+        s_top = e8m0_rceil(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero, ties=ties,
+                           compute_dtype=compute_dtype)
+        if e8m0_candidates == "ocp":
+            s_second = e8m0_floor(blocks, scale_fmt, elem_fmt, prevent_zero=prevent_zero)
+        else:
+            ratio = arithmetic.op(divide(block_amax(blocks), elem_fmt.max))
+            s_second = _power_of_two_scale(ratio, scale_fmt, prevent_zero, round_up=False)
     else:
         top, second = top_values(elem_fmt)
         bmax = magnitudes.amax(dim=-1, keepdim=True)
-        s_top = round_scale(divide(bmax, top), scale_fmt, prevent_zero)
-        s_second = round_scale(divide(bmax, second), scale_fmt, prevent_zero)
-    q_top, err_top = _element_values_and_error(magnitudes, s_top, elem_fmt, criterion)
-    q_second, err_second = _element_values_and_error(magnitudes, s_second, elem_fmt, criterion)
+        raw_top = arithmetic.op(divide(bmax, top))
+        raw_second = arithmetic.op(raw_top * (top / second)) if arithmetic.bfloat16 else divide(bmax, second)
+        s_top = round_scale(raw_top, scale_fmt, prevent_zero, ties=ties)
+        s_second = round_scale(raw_second, scale_fmt, prevent_zero, ties=ties)
+    q_top, err_top = _element_values_and_error(magnitudes, s_top, elem_fmt, scale_fmt, criterion, arithmetic)
+    q_second, err_second = _element_values_and_error(magnitudes, s_second, elem_fmt, scale_fmt, criterion,
+                                                     arithmetic)
     pick_second = err_second < err_top
+    if arithmetic.bfloat16:  # the authors' float32 means decide as they are, near-ties included
+        scales = torch.where(pick_second, s_second, s_top)
+        return scales, torch.where(pick_second, q_second, q_top).mul_(scales).copysign_(blocks)
     near = (err_second - err_top).abs() <= 1e-4 * torch.maximum(err_second, err_top)
     if not sparse_updates(blocks):
         exact_second, exact_top = (block_error(magnitudes, q * s, criterion)
@@ -170,24 +312,31 @@ def four_over_six_with_values(blocks: torch.Tensor, scale_fmt: Format, elem_fmt:
     return scales, values.mul_(scales).copysign_(blocks)
 
 
-def _element_values_and_error(magnitudes: torch.Tensor, scales: torch.Tensor, elem_fmt: Format,
-                              criterion: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``Q(|b| / s)`` (0 where ``s = 0``) and the block error in data units (float64, shape ``(n, 1)``)."""
+def _element_values_and_error(magnitudes: torch.Tensor, scales: torch.Tensor, elem_fmt: Format, scale_fmt: Format,
+                              criterion: str, arithmetic: Arithmetic) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Q(|b| / s)`` (0 where ``s = 0``) and the block error in data units (shape ``(n, 1)``): float64 from the
+    float32 element-unit errors, or with bf16 arithmetic the authors' float32 mean over the block."""
     zero = scales == 0
     safe = scales.masked_fill(zero, 1.0)
-    y = magnitudes / safe
-    q = quantize_float32(y, elem_fmt, "rne", "saturate", None, nonnegative=True)
+    y = arithmetic.scaled(magnitudes / safe, scale_fmt)
+    q = quantize_float32(y, elem_fmt, arithmetic.element_rounding, "saturate", None, nonnegative=True)
     if not sparse_updates(q) or bool(zero.any()):
         q.masked_fill_(zero.expand_as(q), 0.0)
+    if arithmetic.bfloat16:  # the authors' float32 mean of float32 squares (or magnitudes), as torch.mean sums them
+        diff = magnitudes - q * scales
+        return q, (diff.square_() if criterion == "mse" else diff.abs_()).mean(dim=-1, keepdim=True)
     diff = y.sub_(q)
     if criterion == "mse":
         return q, diff.square_().sum(dim=-1, keepdim=True).double() * safe.double().square()
     return q, diff.abs_().sum(dim=-1, keepdim=True).double() * safe.double()
 
 
-def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
-                prevent_zero: bool = False) -> torch.Tensor:
+def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+                ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
     """The positive scale value with the smallest block SSE, searched over *every* value of the scale format.
+
+    ``ties`` and ``compute_dtype`` round the elements of every candidate as :func:`dequantize_blocks` does (the
+    SSE itself stays an exact float64 sum: the authors have no brute force to follow).
 
     Ties go to the smallest scale. The search is exact but skips candidates that provably lose against
     ``r``, the better of the two prevent-zero 4/6 candidates, whose error ``SSE(r)`` bounds the optimum:
@@ -201,14 +350,19 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     The remaining (block, candidate) pairs are evaluated in full. The pruning makes the work data-dependent: one
     host synchronisation per call reads the window width and the number of survivors (module docstring).
     """
+    arithmetic = Arithmetic.of(ties, compute_dtype)
     device = blocks.device
     candidates = positive_values(scale_fmt, device)
     n_cand, n_blocks = candidates.numel(), blocks.shape[0]
     bmax = block_amax(blocks)
     top, second = top_values(elem_fmt)
+
+    def dequantize(b: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return _dequantize(b, s, elem_fmt, scale_fmt, arithmetic)
+
     bound = torch.minimum(  # the better of the two 4/6 candidates: a tight bound prunes more
-        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, top), scale_fmt, True), elem_fmt)),
-        block_error(blocks, dequantize_blocks(blocks, round_scale(divide(bmax, second), scale_fmt, True), elem_fmt)))
+        block_error(blocks, dequantize(blocks, round_scale(divide(bmax, top), scale_fmt, True, ties=ties))),
+        block_error(blocks, dequantize(blocks, round_scale(divide(bmax, second), scale_fmt, True, ties=ties))))
     min_elem = float(elem_fmt.finite_values[elem_fmt.finite_values > 0][0])
     s_low = divide(bmax.double() - bound.sqrt(), top) * (1 - 1e-9)
     s_high = divide(2.0 * bmax.double(), min_elem) * (1 + 1e-9)
@@ -221,7 +375,7 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     largest = blocks.abs().topk(min(BOUND_ELEMENTS, blocks.shape[1]), dim=1).values
     largest_pairs = largest.unsqueeze(1).expand(-1, width, -1).reshape(n_blocks * width, largest.shape[1])
     pair_scales = candidates.index_select(0, cand_index.reshape(-1)).unsqueeze(1)
-    dq = dequantize_blocks(largest_pairs, pair_scales, elem_fmt)
+    dq = dequantize(largest_pairs, pair_scales)
     partial_error = (largest_pairs - dq).square_().sum(dim=1)  # float32: a bound needs no float64
     # the slack covers float32 rounding of a few squares: never prune a candidate that could tie
     survivors = (in_window & (partial_error.view(n_blocks, width) <= (bound * (1 + 1e-5)).float())).nonzero()
@@ -231,7 +385,7 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     for start in range(0, block_index.numel(), step):
         b = blocks.index_select(0, block_index[start : start + step])
         s = candidates.index_select(0, cand_index[start : start + step]).unsqueeze(1)
-        sse[start : start + step] = block_error(b, dequantize_blocks(b, s, elem_fmt)).squeeze(1)
+        sse[start : start + step] = block_error(b, dequantize(b, s)).squeeze(1)
     best = torch.full((n_blocks,), float("inf"), dtype=torch.float64, device=device).scatter_reduce_(
         0, block_index, sse, reduce="amin")
     winner = torch.where(sse == best[block_index], cand_index, n_cand)
@@ -241,25 +395,36 @@ def brute_force(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
     return torch.where(bmax.isnan(), bmax, scales)
 
 
-def e8m0_floor(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
-               prevent_zero: bool = False) -> torch.Tensor:
+def e8m0_floor(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+               ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
     """OCP MX "floor": ``s = 2^(floor(log2 bmax) - floor(log2 top))`` (E2M1: exponent - 2), so
     ``bmax / s`` lies in ``[2^k, 2^(k+1))``, ``k = floor(log2 top)`` (E2M1: [4, 8)) and the block max may saturate.
-    An all-zero block gets the smallest scale."""
+    An all-zero block gets the smallest scale. Exact powers of two from ``bmax``'s exponent: ``ties`` and
+    ``compute_dtype`` change nothing here (they are checked)."""
+    Arithmetic.of(ties, compute_dtype)
     bmax = block_amax(blocks)
     top_exponent = math.frexp(elem_fmt.max)[1] - 1  # floor(log2 top), exact from frexp
     raw = torch.where(bmax > 0, exact_exp2(torch.frexp(bmax).exponent - 1 - top_exponent), 0.0)
     return round_scale(torch.where(bmax.isfinite(), raw, bmax), scale_fmt, prevent_zero)
 
 
-def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *,
-               prevent_zero: bool = False) -> torch.Tensor:
-    """Round-up ("RCEIL", cuBLAS): ``s = 2^ceil(log2(bmax / top))`` on the float32 ratio, so the block max never
-    saturates (``bmax / s <= top``)."""
-    ratio = divide(block_amax(blocks), elem_fmt.max)
+def e8m0_rceil(blocks: torch.Tensor, scale_fmt: Format, elem_fmt: Format, *, prevent_zero: bool = False,
+               ties: str = "even", compute_dtype: str | None = None) -> torch.Tensor:
+    """Round-up ("RCEIL", cuBLAS): ``s = 2^ceil(log2(bmax / top))`` on the float32 ratio (with
+    ``compute_dtype="bfloat16"`` on the ratio rounded to bf16), so the block max never saturates
+    (``bmax / s <= top``). The *Finer is Better* authors' E8M0 abs-max is this rule (``torch_eval.py`` at
+    0080284, line 298: rounding "ceil" for E8M0). ``ties`` changes nothing (an exact power of two is rounded)."""
+    ratio = Arithmetic.of(ties, compute_dtype).op(divide(block_amax(blocks), elem_fmt.max))
+    return _power_of_two_scale(ratio, scale_fmt, prevent_zero, round_up=True)
+
+
+def _power_of_two_scale(ratio: torch.Tensor, scale_fmt: Format, prevent_zero: bool, *,
+                        round_up: bool) -> torch.Tensor:
+    """``2^ceil(log2 ratio)`` (``round_up``) or ``2^floor(log2 ratio)`` of a float32 ratio, exact, as a scale
+    (0 for a zero ratio, non-finite ratios kept); from frexp, ``ratio = m 2^e`` with ``m`` in [1/2, 1)."""
     mantissa, exponent = torch.frexp(ratio)
-    ceil_log2 = torch.where(mantissa == 0.5, exponent - 1, exponent)
-    raw = torch.where(ratio > 0, exact_exp2(ceil_log2), 0.0)
+    log2 = torch.where(mantissa == 0.5, exponent - 1, exponent) if round_up else exponent - 1
+    raw = torch.where(ratio > 0, exact_exp2(log2), 0.0)
     return round_scale(torch.where(ratio.isfinite(), raw, ratio), scale_fmt, prevent_zero)
 
 

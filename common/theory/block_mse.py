@@ -2,7 +2,9 @@
 
 Reconstructs the three-term model of *Is finer better? The limits of microscaling formats* (Fasoli et al.,
 ICLR 2026; fact sheet ``shared/papers/microscaling_limits.md``) and evaluates it by numerical integration, for
-iid data ``X = sigma Z`` (``Z`` normal, Laplace or Student-t with unit variance, :mod:`.distributions`).
+iid data ``X = sigma Z`` (``Z`` normal, Laplace or Student-t with unit variance, :mod:`.distributions`). This is the
+exact model (``model="exact"``, the default); the authors' own model (``model="paper"``, :mod:`.paper_model`)
+differs in the non-max term only.
 
 Quantizer (exactly :func:`common.scaling.quantize_blocks` with rule ``absmax`` or ``prevent_zero``)
     A block holds ``n`` values with abs-max ``M``. Block scale ``s = Q_S(M / top)``, ``top`` the largest element
@@ -72,6 +74,7 @@ from common.formats import get_format
 
 from .distributions import Distribution, cell_error, get_distribution
 from .grids import ElementCells, ScaleSteps, check_rule, element_cells, scale_steps
+from .paper_model import check_model, truncated_error
 
 DEFAULT_ORDER = 8  # Gauss-Legendre nodes per sub-interval
 LOWER_MASS = 1e-13  # P(M < m_lo)
@@ -117,8 +120,9 @@ def _integration_range(dist: Distribution, n: int) -> _Range:
 
 
 def _standard_parts(sigma_eff: float, n: int, dist: Distribution, steps: ScaleSteps, cells: ElementCells,
-                    order: int) -> tuple[float, float, float]:
-    """(zero_blocks, max_element, non_max) for data of unit variance and the grids divided by ``sigma_eff``."""
+                    order: int, model: str) -> tuple[float, float, float]:
+    """(zero_blocks, max_element, non_max) for data of unit variance and the grids divided by ``sigma_eff``;
+    ``model="paper"``: the non-max elements truncated at ``top s`` (:mod:`.paper_model`), not at the block max."""
     bounds, values = steps.bounds / sigma_eff, steps.values / sigma_eff
     zero = 0.0
     start = 0.0
@@ -151,16 +155,21 @@ def _standard_parts(sigma_eff: float, n: int, dist: Distribution, steps: ScaleSt
     node_step = np.repeat(which, order)
     s = s_unique[node_step]
 
+    j = np.searchsorted(cells.mids, m / s)  # element cell of each node
+    c = s * cells.q[j]
+
+    density, log_cdf = dist.pdf(m), dist.log_cdf(m)
+    max_element = float(np.sum(w * density * np.exp((n - 1) * log_cdf) * (m - c) ** 2)) + tail
+    if model == "paper":  # (n-1) int g G^(n-1) C(s(m)) dm, C(s) = E[e_s(X)^2 | |X| <= top s]
+        truncated = truncated_error(dist, s_unique, cells)[node_step]
+        non_max = (n - 1) * float(np.sum(w * density * np.exp((n - 1) * log_cdf) * truncated)) if n > 1 else 0.0
+        return zero, max_element, non_max
+
     k = cells.mids.size  # complete-cell errors per scale, accumulated: cum[u, j] = sum of cells 0..j-1
     full = cell_error(dist, s_unique[:, None] * cells.lowers[:k], s_unique[:, None] * cells.mids,
                       s_unique[:, None] * cells.q[:k])
     cum = np.concatenate((np.zeros((s_unique.size, 1)), np.cumsum(full, axis=1)), axis=1)
-    j = np.searchsorted(cells.mids, m / s)  # element cell of each node
-    c = s * cells.q[j]
     h = cum[node_step, j] + cell_error(dist, s * cells.lowers[j], m, c)
-
-    density, log_cdf = dist.pdf(m), dist.log_cdf(m)
-    max_element = float(np.sum(w * density * np.exp((n - 1) * log_cdf) * (m - c) ** 2)) + tail
     non_max = (n - 1) * float(np.sum(w * density * np.exp((n - 2) * log_cdf) * h)) if n > 1 else 0.0
     return zero, max_element, non_max
 
@@ -221,7 +230,7 @@ def _check_order(order: int) -> int:
 
 def block_mse(sigma: float, block_size: int, elem: str = "e2m1", scale: str = "ue4m3", rule: str = "absmax", *,
               dist: str = "normal", global_scale: float | None = None, df: float | None = None,
-              order: int = DEFAULT_ORDER) -> dict[str, float]:
+              order: int = DEFAULT_ORDER, model: str = "exact") -> dict[str, float]:
     """Expected per-element MSE of block quantization of iid data with standard deviation ``sigma``.
 
     Returns ``{"non_max", "max_element", "zero_blocks", "total"}`` (``total`` is the sum), the three terms of
@@ -230,13 +239,16 @@ def block_mse(sigma: float, block_size: int, elem: str = "e2m1", scale: str = "u
     prevent_zero (four_over_six and brute_force depend on every element of a block: not tractable, ValueError).
     ``global_scale``: a given per-tensor scale ``g`` (block scales chosen on ``x / g``). ``order``: Gauss-Legendre
     nodes per sub-interval (8 agrees with 32 to ~1e-15 for normal data, ~1e-9 for Student-t with df 3).
+    ``model``: ``"exact"`` (the non-max elements conditioned on the block max) or ``"paper"`` (the authors'
+    model: the non-max elements truncated at ``top s``, :mod:`.paper_model`; the other two terms are the same).
     """
     sigma, n, g = _check_sigma(sigma), _check_block_size(block_size), _check_global_scale(global_scale)
     elem_name, scale_name = get_format(elem).name, get_format(scale).name
     check_rule(rule)
     steps, cells = scale_steps(scale_name, elem_name, rule), element_cells(elem_name)
     distribution = get_distribution(dist, df)
-    zero, max_element, non_max = _standard_parts(sigma / g, n, distribution, steps, cells, _check_order(order))
+    zero, max_element, non_max = _standard_parts(sigma / g, n, distribution, steps, cells, _check_order(order),
+                                                 check_model(model))
     variance = sigma * sigma
     parts = {"non_max": non_max * variance, "max_element": max_element * variance, "zero_blocks": zero * variance}
     parts["total"] = parts["non_max"] + parts["max_element"] + parts["zero_blocks"]

@@ -25,7 +25,11 @@ from common.cli import (
 from common.config import json_object
 from common.io import read_json, write_json
 
+from .authors import RESULTS
 from .settings import FIGURES
+
+PAPER_RESULTS = ("--paper-results", {"default": str(RESULTS), "help": "the authors' published gaps (CSV, with its "
+                                     ".source.yaml beside it)"})
 
 
 def _read(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -90,7 +94,7 @@ def claims(args: argparse.Namespace) -> None:
     from .claims import all_claims
 
     rows, checks = all_claims(read_json(args.numerical), _read(args.models), json_object(args.config_json),
-                              evidence_settings(args), args.numerical, args.models)
+                              evidence_settings(args), args.numerical, args.models, args.paper_results)
     write_json(args.out, claims_document(rows, checks))
 
 
@@ -110,7 +114,8 @@ def context(args: argparse.Namespace) -> None:
     write_json(args.out, build_context(
         config=config, profile=args.profile, numerical=numerical, models=models, claims=read_json(args.claims),
         figures=figures, artifacts=cited, rerun_examples=args.rerun_example,
-        seeds={"numerical draw": config["numerical"]["seed"], "workflow": args.seed}, stage_seconds=stages))
+        seeds={"numerical draw": config["numerical"]["seed"], "workflow": args.seed}, stage_seconds=stages,
+        paper_results=args.paper_results))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
           ("--operands", {"choices": ["w", "wa"]}), ("--evidence-json", {}), ("--png", req), ("--pdf", req)]),
         ("claims", claims, "the claims document: rows with predictions, intervals and verdicts, and the checks",
          [("--config-json", req), ("--evidence-json", req), ("--numerical", req), ("--models", many),
-          ("--out", req)]),
-        ("context", context, "the report context", [("--numerical", req), ("--models", many), *CONTEXT_FLAGS]),
+          ("--out", req), PAPER_RESULTS]),
+        ("context", context, "the report context", [("--numerical", req), ("--models", many), PAPER_RESULTS,
+                                                    *CONTEXT_FLAGS]),
     ])
 
 

@@ -15,8 +15,14 @@ quantized linears; a point lies in a region when its sigma falls within the regi
 half a grid step (as the figures shade them). Every ratio of perplexities is estimated with the paired bootstrap
 over the evaluation windows (:meth:`common.uncertainty.Evidence.paired`, the workflow's ``evidence`` settings): one
 resample of the windows serves every point and cell of a source model, so the smallest or largest ratio over
-several points is bootstrapped jointly. Rows are made once per operand (``w`` weights only, ``wa`` weights and
-activations) and source model.
+several points is bootstrapped jointly. Rows are made once per operand (``w`` weights only, our extension: the
+authors' repository has no weights-only run; ``wa`` weights and activations) and source model.
+
+Paper-scale rows (:func:`paper_gap_claims`, config ``paper_gaps``): our W+A perplexity gap of one of the authors'
+models, as it is (sweep point ``<model>-c1``), beside their published gap of the same cell
+(:mod:`.authors`): the estimate is ``g_ours - g_paper`` with the paired bootstrap interval of ``g_ours`` (the
+paper's number is a constant), judged as an equivalence within the config's margin. A run without that model is
+not testable at this scale, and the row names the model it needs.
 """
 
 from __future__ import annotations
@@ -26,20 +32,25 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from common.report import Check, Claim, ClaimSpec, claim_specs, judge
 from common.theory import crossover
 from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
-from .model_study import OPERANDS
+from . import authors
+from .model_study import operand_label
 from .numerical import REFERENCE_SCALE, curves, table_from_summary
 
 HEURISTICS = ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz")
 FLOAT_SLACK = 1e-9  # relative slack of the implementation checks (float64 means of float32 errors)
-PAPER_CUT = -0.63   # Llama-3.1-8B's block-4 gap 0.725 -> 0.270 with 4/6 (the claim's statistic subtracts it)
+PAPER_CUT = -0.63   # Llama-3.1-8B's block-4 gap 0.725 -> 0.270 with 4/6 (the claim's statistic subtracts it; a test
+                    # checks it against the authors' table)
+PAPER_GAP_CLAIM = "gap_agrees_with_paper"  # the config claim of the paper-scale rows (one per paper_gaps variant)
 SWEEP_POINT = re.compile(r"^(?P<source>.+)-c(?P<factor>[0-9.e+-]+)$")
 
 
@@ -312,10 +323,46 @@ def sweeps_of(summaries: Sequence[Mapping[str, Any]], numerical: Mapping[str, An
     return [Sweep(src, pts, numerical["regions"], grid) for src, pts in by_source.items()]
 
 
+def paper_gap_claims(sweeps: Sequence[Sweep], spec: ClaimSpec, gaps: Mapping[str, Any], paper: pd.DataFrame,
+                     evidence: Evidence, cited: Sequence[str]) -> list[Claim]:
+    """One row per variant of ``gaps`` (config ``paper_gaps``: model, scale, block_size, variants): our W+A gap of
+    the authors' model as it is minus their published gap (``paper``, :func:`.authors.load_results`), with the
+    paired bootstrap interval over the evaluation windows; not testable, naming what is missing, when this run lacks
+    the model or the cell. ValueError when the authors' table lacks a configured cell."""
+    model, scale, block = gaps["model"], gaps["scale"], gaps["block_size"]
+    name, point_name = authors.MODELS[model], f"{model}-c1"
+    found = [(s, p) for s in sweeps for p in s.points if p["model"] == point_name]
+    rows = []
+    for variant in gaps["variants"]:
+        theirs = authors.gap(paper, model, scale, variant, block)
+        if theirs is None:
+            raise ValueError(f"finer_is_better.paper_gaps: the authors' table has no {model} {scale} {variant} "
+                             f"block {block}")
+        local = replace(spec, id=f"{spec.id}_{variant}", group=f"{spec.group} ({name}, {scale.upper()}, block {block})",
+                        statement=f"{spec.statement}: {variant}",
+                        paper=f"{spec.paper}: {name} {scale.upper()} {variant} block {block}: {theirs:.3f}")
+        if not found:
+            rows.append(judge(local, None, evidence=cited, reason=f"needs {name} as it is (workflow external model "
+                              f"{model}, sweep factor 1; the paper profile); this run evaluates "
+                              f"{', '.join(p['model'] for s in sweeps for p in s.points)}"))
+            continue
+        sweep, point = found[0]
+        if not sweep.has(point, authors.PAPER_OPERANDS, scale, variant, block):
+            rows.append(judge(local, None, evidence=cited, reason=f"this run has no weights + activations cell "
+                              f"{scale} {variant} block {block} of {point_name}; add it to model.cells and operands"))
+            continue
+        est = sweep.bootstrap(lambda sums, s=sweep, p=point, v=variant, t=theirs: s.gap(
+            sums, p, authors.PAPER_OPERANDS, scale, v, block) - t, evidence)
+        rows.append(judge(local, est, evidence=cited,
+                          detail=f"{point_name}: our gap {est.value + theirs:.3f}, the paper's {theirs:.3f}"))
+    return rows
+
+
 def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
-               evidence: Evidence, numerical_path: str, model_paths: Sequence[str]
-               ) -> tuple[list[Claim], list[Check]]:
-    """Every row and check of the report: numerical, then the sweep per source model and operand set."""
+               evidence: Evidence, numerical_path: str, model_paths: Sequence[str],
+               paper_path: str | Path = authors.RESULTS) -> tuple[list[Claim], list[Check]]:
+    """Every row and check of the report: numerical, then the sweep per source model and operand set, then the
+    paper-scale rows against the authors' table at ``paper_path``."""
     specs = claim_specs(config["claims"], "finer_is_better.claims")
     claims = numerical_claims(numerical, specs, numerical_path)
     checks = numerical_checks(numerical, numerical_path)
@@ -325,9 +372,11 @@ def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, An
     for sweep in sweeps:
         for operands in config["model"]["operands"]:
             suffix = operands if len(sweeps) == 1 else f"{sweep.source}_{operands}"
-            label = OPERANDS[operands] if len(sweeps) == 1 else f"{sweep.source}, {OPERANDS[operands]}"
+            label = operand_label(operands) if len(sweeps) == 1 else f"{sweep.source}, {operand_label(operands)}"
             local = {cid: replace(spec, id=f"{cid}_{suffix}", group=f"{spec.group} ({label})")
                      for cid, spec in specs.items()}
             claims += sweep_claims(sweep, operands, local, evidence, crossover_sigma, model_paths)
+    claims += paper_gap_claims(sweeps, specs[PAPER_GAP_CLAIM], config["paper_gaps"], authors.load_results(paper_path),
+                               evidence, [*model_paths, str(paper_path)])
     checks += model_checks(sweeps, model_paths)
     return claims, checks

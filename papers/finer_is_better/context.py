@@ -4,14 +4,27 @@ and method, figures, tables, claims, provenance and how to rerun a cell, all rea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from common.report import assemble, provenance, rerun_entries
+from common.report import assemble, conventions_table, provenance, rerun_entries
 
+from . import authors
+from .model_study import OUR_EXTENSIONS, operand_label
 from .numerical import curves, reference_sigmas, table_from_summary
 from .settings import KEY
+
+PAPER_NUMERICS = "finer_is_better_authors"  # the authors' numerics convention (common.scaling.conventions)
+SHAPE_BLOCK = 4  # the block size the shape statistics compare settings at (the paper's U-shape sits there)
+COMPARISONS = (  # (statistic, reference setting, setting): the change of the block-4 gap from one to the other
+    ("4/6's change of the block-4 gap (UE4M3 abs-max -> 4/6)", ("ue4m3", "absmax"), ("ue4m3", "four_over_six")),
+    ("prevent-zero's change of the block-4 gap (UE4M3 abs-max -> prevent-zero)", ("ue4m3", "absmax"),
+     ("ue4m3", "prevent_zero")),
+    ("UE4M3 hierarchical 4/6 beside UE5M3 4/6, block-4 gap (UE5M3 4/6 -> hierarchical 4/6)",
+     ("ue5m3", "four_over_six"), ("ue4m3", "hierarchical_four_over_six")),
+)
 
 PAPER = {
     "key": KEY,
@@ -20,21 +33,29 @@ PAPER = {
     "question": "With abs-max scaling and E4M3 block scales, smaller FP4 blocks can give higher MSE and perplexity. "
                 "Is that inherent to fine granularity, or fixable by the scale-selection algorithm?",
     "method": "FP4 E2M1 elements with UE4M3 (or UE5M3) block scales along the last dimension. Scale rules: abs-max "
-              "s = E4M3(bmax/6); prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = "
-              "E4M3(1.5 bmax/6) replaces s6 = E4M3(bmax/6) iff its block MSE is strictly smaller); brute force "
-              "(the best of every representable scale); hierarchical (c = max|x|/448 per row first, block scales "
-              "on x/c). Numerical study: Monte Carlo MSE of Normal(0, sigma^2) data on a log sigma grid, the same "
-              "seeded draw for every curve. Model study: the paper fake-quantizes the MLP linears of 7-14B models "
-              "(weights and activations) and measures the perplexity gap on WikiText-2; we cannot choose models "
-              "whose weights sit in each regime, so we make them: a function-preserving sweep of the base model "
-              "(the RMSNorm gain before the MLP divided by c, gate_proj and up_proj times c) gives models that "
-              "compute the same function with the quantized weights' sigma times c, and we quantize those two "
-              "projections, weights only and weights + activations, and score the held-out split of the "
-              "pretraining corpus (window = stride). Every claim row states its prediction (written in the "
-              "config before the data), the estimate with its 95% interval (Monte Carlo standard errors for the "
-              "numerical study, a paired bootstrap over the evaluation windows for perplexities, the same "
-              "resampled windows for every model compared) and the verdict the fixed rule gives; identities the "
-              "code guarantees are implementation checks, not reproductions.",
+              "s = E4M3(bmax/6); prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = E4M3(1.5 "
+              "bmax/6) replaces s6 = E4M3(bmax/6) iff its block MSE is strictly smaller); brute force (the best of "
+              "every representable scale); hierarchical (an FP32 c = max|x|/T divided out first, block scales on "
+              "x/c, c multiplied back: under our numerics one c per row, i.e. a weight's output row and an "
+              "activation's token, with T = 448; under the authors' numerics one c per dim-0 slice of the tensor as"
+              " it reaches the layer, i.e. a weight's output row and a whole activation sequence at batch 1, with T"
+              " = 448 for UE4M3 and 61440, the top of their UE5M3 grid, for UE5M3 scales; their numerics also round"
+              " ties to the smaller value and compute in bfloat16; the conventions table names this run's, and the "
+              "numerical study always uses ours). Numerical study: Monte Carlo MSE of Normal(0, sigma^2) data on a "
+              "log sigma grid, the same seeded draw for every curve. Model study: the paper fake-quantizes the MLP "
+              "linears of 7-14B models (weights and activations) and measures the perplexity gap on WikiText-2; we "
+              "cannot choose models whose weights sit in each regime, so we make them: a function-preserving sweep "
+              "of the base model (the RMSNorm gain before the MLP divided by c, gate_proj and up_proj times c) "
+              "gives models that compute the same function with the quantized weights' sigma times c, and we "
+              "quantize those two projections, weights + activations (the paper's setting) and weights only (our "
+              "extension: the authors' repository has no weights-only run), and score the held-out split of the "
+              "pretraining corpus (window = stride). The paper profile evaluates the paper's four models as they "
+              "are, every MLP linear, on WikiText-2, beside the gaps the authors published (their results.csv). "
+              "Every claim row states its prediction (written in the config before the data), the estimate with its"
+              " 95% interval (Monte Carlo standard errors for the numerical study, a paired bootstrap over the "
+              "evaluation windows for perplexities, the same resampled windows for every model compared) and the "
+              "verdict the fixed rule gives; identities the code guarantees are implementation checks, not "
+              "reproductions.",
 }
 
 
@@ -70,10 +91,15 @@ def mse_table(summary: Mapping[str, Any], targets: Sequence[float] = (1e-3, 1e-2
             "columns": ["scale", "variant", "sigma", *(f"b{b}" for b in blocks)], "rows": rows}
 
 
+def _operands_cell(operands: str) -> str:
+    return f"{operands} (our extension)" if operands in OUR_EXTENSIONS else operands
+
+
 def sweep_table(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every sweep point's perplexity gaps by operands, scale rule and block size."""
     caption = ("The sweep: each point's weight sigma (median over the quantized linears), its unquantized "
-               "perplexity (the same function at every point) and the perplexity gap of each cell")
+               "perplexity (the same function at every point) and the perplexity gap of each cell; operands wa: "
+               f"weights and activations (the paper's setting), w: {operand_label('w')}")
     if not any(m["rows"] for m in models):
         return {"caption": caption, "columns": ["sigma", "model", "ppl"], "rows": []}
     rows = pd.DataFrame.from_records([{**r, "model": m["model"], "sigma": m["sigma"], "reference": m["perplexity"]}
@@ -83,20 +109,96 @@ def sweep_table(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     blocks = sorted(wide.columns)
     return {"caption": caption,
             "columns": ["sigma", "model", "ppl", "operands", "scale", "variant", *(f"b{b}" for b in blocks)],
-            "rows": [[f"{sigma:.3g}", model, f"{ref:.3f}", operands, scale.upper(), variant,
+            "rows": [[f"{sigma:.3g}", model, f"{ref:.3f}", _operands_cell(operands), scale.upper(), variant,
                       *(f"{wide.loc[key, b]:.3f}" for b in blocks)]
                      for key in wide.index for sigma, model, ref, operands, scale, variant in [key]]}
+
+
+def _change(table: pd.DataFrame, model: str, reference: tuple[str, str], setting: tuple[str, str]) -> str | None:
+    """``g_ref -> g (relative change)``, or ``(difference)`` where ``g_ref <= 0`` (a relative change of a gap at or
+    below zero has no meaning)."""
+    found = authors.gap_change(table, model, reference, setting, SHAPE_BLOCK)
+    if found is None:
+        return None
+    ref, new, relative = found
+    return f"{ref:.3f} -> {new:.3f} ({f'{relative:+.1%}' if ref > 0 else f'difference {new - ref:+.3f}'})"
+
+
+def _best(table: pd.DataFrame, model: str, blocks: Sequence[int]) -> str | None:
+    found = authors.best_block(table, model, "ue4m3", "absmax", blocks)
+    return None if found is None else f"block {found}"
+
+
+def _entries(texts: Mapping[str, str | None]) -> str:
+    """``label: text`` of every entry that has a text, ``; ``-joined (a statistic per model)."""
+    return "; ".join(f"{label}: {text}" for label, text in texts.items() if text is not None) or "not in these cells"
+
+
+def shape_table(models: Sequence[Mapping[str, Any]], paper: pd.DataFrame, blocks: Sequence[int],
+                source: Mapping[str, Any]) -> dict[str, Any]:
+    """The paper's shape statistics (:data:`COMPARISONS` and abs-max's best block) computed from the authors'
+    table, per model, beside ours per sweep point (weights + activations both)."""
+    ours = authors.gap_table(models)
+    points = {m["model"]: f"{m['model']} (sigma {m['sigma']:.3g})" for m in sorted(models, key=lambda m: m["sigma"])}
+    shared = [b for b in blocks if b in set(paper["block_size"])]
+    rows = [[statistic, _entries({name: _change(paper, model, ref, setting) for model, name in authors.MODELS.items()}),
+             _entries({label: _change(ours, point, ref, setting) for point, label in points.items()})]
+            for statistic, ref, setting in COMPARISONS]
+    rows.append([f"abs-max (UE4M3): the block size of the smallest gap, of blocks {', '.join(map(str, shared))}",
+                 _entries({name: _best(paper, model, shared) for model, name in authors.MODELS.items()}),
+                 _entries({label: _best(ours, point, shared) for point, label in points.items()})])
+    return {"caption": f"The paper's shape statistics beside ours, weights + activations: the paper's computed from "
+                       f"the authors' published gaps ({authors.citation(source)}) per model, ours from this run's "
+                       f"points (sigma: the weight sigma of the quantized linears)",
+            "columns": ["statistic", "the paper (the authors' table)", "ours (this run)"], "rows": rows}
+
+
+def paper_cells_table(models: Sequence[Mapping[str, Any]], paper: pd.DataFrame,
+                      source: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Per cell of the authors' models evaluated as they are (sweep points ``<model>-c1``): our weights +
+    activations gap, the paper's, and the difference; None when this run has none of their models."""
+    rows = []
+    for m in models:
+        model = authors.paper_model(m["model"])
+        if model is None:
+            continue
+        for r in m["rows"]:
+            if r["operands"] != authors.PAPER_OPERANDS:
+                continue
+            theirs = authors.gap(paper, model, r["scale"], r["variant"], r["block_size"])
+            rows.append([authors.MODELS[model], r["scale"].upper(), r["variant"], r["block_size"], f"{r['gap']:.3f}",
+                         "not in the authors' table (our extension)" if theirs is None else f"{theirs:.3f}",
+                         "" if theirs is None else f"{r['gap'] - theirs:+.3f}"])
+    if not rows:
+        return None
+    return {"caption": f"Per cell, our perplexity gap ppl(quantized) - ppl(unquantized) beside the paper's, weights + "
+                       f"activations, the model as it is (the paper's: {authors.citation(source)}; our "
+                       f"{operand_label('w')} rows are in the sweep table)",
+            "columns": ["model", "scale", "variant", "block", "ours", "the paper", "ours - paper"], "rows": rows}
+
+
+def numerics_table(numerics: str) -> dict[str, Any]:
+    """This run's numerics convention beside the authors' (:func:`common.report.conventions_table`)."""
+    return conventions_table(numerics, PAPER_NUMERICS,
+                             caption=f"Numerics of the model study: this run's convention ({numerics}) beside the "
+                                     f"authors' ({PAPER_NUMERICS}, read from their torch_eval.py); the numerical "
+                                     "study uses ours in every profile")
 
 
 def build_context(*, config: Mapping[str, Any], profile: str, numerical: Mapping[str, Any],
                   models: Sequence[Mapping[str, Any]], claims: Mapping[str, Any],
                   figures: Sequence[Mapping[str, str]], artifacts: Sequence[str], rerun_examples: Sequence[str],
-                  seeds: Mapping[str, int], stage_seconds: Mapping[str, float]) -> dict[str, Any]:
+                  seeds: Mapping[str, int], stage_seconds: Mapping[str, float],
+                  paper_results: str | Path = authors.RESULTS) -> dict[str, Any]:
     """The full context (``claims``: the claims document; ``artifacts``: every file the report cites, for
-    ``SHA256SUMS``)."""
+    ``SHA256SUMS``; ``paper_results``: the authors' table, :mod:`.authors`)."""
+    paper, source = authors.load_results(paper_results), authors.load_source(paper_results)
+    cells = paper_cells_table(models, paper, source)
     return assemble(paper=PAPER, figures=figures,
                     tables=[regions_table(numerical), claim_sigmas_table(numerical), mse_table(numerical),
-                            sweep_table(models)],
+                            sweep_table(models), *([cells] if cells else []),
+                            shape_table(models, paper, config["model"]["block_sizes"], source),
+                            numerics_table(config["numerics"])],
                     claims=claims,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
                                           stage_seconds=stage_seconds),

@@ -17,7 +17,7 @@ from common.report.figures import check_figures, lookup_caption, save_figure, se
 from common.uncertainty import Evidence
 
 from .claims import HEURISTICS, point_ratios, sweeps_of
-from .model_study import OPERANDS
+from .model_study import OPERANDS, OUR_EXTENSIONS
 from .numerical import curves, table_from_summary
 from .settings import FIGURES
 
@@ -32,8 +32,9 @@ CAPTIONS = {
     "brute-force-ratio": "MSE of each scale-selection heuristic divided by brute force's (the best single "
                          "representable scale per block, in the scale format named before the colon) at the smallest "
                          "block size; 1 is optimal.",
-    "sweep": "The sweep of the source model and the operands named before the colon (w: weights only, wa: weights "
-             "and activations): ppl(4)/ppl(16) - 1 of each scale rule vs the sweep point's weight sigma (the median "
+    "sweep": "The sweep of the source model and the operands named before the colon (w: weights only, our extension: "
+             "the authors' repository has no weights-only run; wa: weights and activations, the paper's setting): "
+             "ppl(4)/ppl(16) - 1 of each scale rule vs the sweep point's weight sigma (the median "
              "over the quantized gate/up projections), with its 95% paired-bootstrap interval over the evaluation "
              "windows. Above 0 a smaller block is worse (the U-shape). Shaded: the numerical study's Regions A and B. "
              "Every point computes the same function; only the weights' scale differs.",
@@ -119,7 +120,8 @@ def plot_sweep(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, An
     ax.axhline(0.0, color="0.3", lw=0.8)
     ax.set(xscale="log", xlabel=r"weight $\sigma$ of the quantized linears (sweep point)",
            ylabel=r"$\mathrm{ppl}(4)/\mathrm{ppl}(16) - 1$",
-           title=f"{sweep.source} sweep, {OPERANDS[operands]} in E2M1")
+           title=f"{sweep.source} sweep, {OPERANDS[operands]} in E2M1"
+                 + (f"\n({OUR_EXTENSIONS[operands]})" if operands in OUR_EXTENSIONS else ""))
     ax.legend(fontsize=7)
     return fig
 

@@ -1,4 +1,6 @@
 # finer_is_better: the paper config (validated, profile merged) and the functions its rules call.
+from papers.finer_is_better.authors import RESULTS as FIB_AUTHORS_RESULTS
+from papers.finer_is_better.authors import source_path as fib_source_path
 from papers.finer_is_better.settings import KEY as FIB_KEY
 from papers.finer_is_better.settings import cells as fib_cells
 
@@ -9,6 +11,8 @@ if not FIB_MODELS:
     raise ValueError(f"{FIB_KEY}.model: base is false and external is empty, so there is no model to evaluate")
 FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model, FIB["model"]["factors"])]  # its models
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
+FIB_PAPER_RESULTS = f"papers/{FIB_KEY}/data/{FIB_AUTHORS_RESULTS.name}"  # the authors' published gaps (authors.py)
+FIB_PAPER_SOURCE = str(fib_source_path(FIB_PAPER_RESULTS))
 FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
 FIB_SWEEP_FIGURES = [f"sweep-{model}-{operands}" for model in FIB_MODELS for operands in FIB["model"]["operands"]]
 FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *FIB_SWEEP_FIGURES]
@@ -37,7 +41,8 @@ def fib_mse_config(wildcards):
 
 
 def fib_ptq_config(quantized):
-    """What the model cells depend on: their variants (none for the unquantized model) and the evaluation."""
+    """What the model cells depend on: their variants and numerics (none for the unquantized model) and the
+    evaluation."""
     study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include")}
     names = {variant for variants in FIB["model"]["cells"].values() for variant in variants} if quantized else ()
     return json_arg(
@@ -45,6 +50,7 @@ def fib_ptq_config(quantized):
             "element": FIB["element"],
             "hierarchical_target": FIB["hierarchical_target"],
             "variants": {name: fib_variant(name) for name in sorted(names)},
+            **({"numerics": FIB["numerics"]} if quantized else {}),
             "model": study,
         }
     )

@@ -1,7 +1,8 @@
 """The model study on the sweep: the moved MLP linears of each sweep point fake-quantized per cell, weights only
 (``w``) or weights and activations (``wa``, the paper's setting), and the perplexity on shared windows.
 
-A sweep point (``common.models.rescale``; workflow config ``sweep``) is the base model with the RMSNorm gain
+Weights only (``w``) is our extension: the authors' repository has no weights-only run (every row of their table is
+W+A). A sweep point (``common.models.rescale``; workflow config ``sweep``) is the base model with the RMSNorm gain
 before the MLP divided by ``c`` and ``gate_proj``/``up_proj`` multiplied by ``c``: the same function, the weight
 sigma of the quantized linears times ``c``. A cell (``results/finer_is_better/ptq/<model>/<operands>/<cell>.json``)
 selects the Linear layers whose names match ``model.include``, applies :func:`common.ptq.apply_quantization`
@@ -30,6 +31,14 @@ from .settings import parse_cell, quant_spec
 
 UNQUANTIZED = "unquantized"
 OPERANDS = {"w": "weights only", "wa": "weights and activations"}
+EXTENSION = "our extension: the authors' repository has no weights-only run"  # every one of their runs is W+A
+OUR_EXTENSIONS = {"w": EXTENSION}  # operand sets the authors never ran
+
+
+def operand_label(operands: str) -> str:
+    """The operand set in words, marked where it is our extension (``w``: weights only)."""
+    label = lookup(OPERANDS, operands, "operands")
+    return f"{label}; {OUR_EXTENSIONS[operands]}" if operands in OUR_EXTENSIONS else label
 
 
 def cell_recipe(config: Mapping[str, Any], cell: str, operands: str) -> QuantRecipe:

@@ -195,6 +195,7 @@ rule fib_claims:
     input:
         numerical=f"{FIB_DIR}/mse/summary.json",
         models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
+        paper=FIB_PAPER_RESULTS,
     output:
         report(f"{FIB_DIR}/claims.json", caption="report/claims.rst", category="Finer is Better"),
     log:
@@ -202,11 +203,12 @@ rule fib_claims:
     conda:
         CONDA_ENV
     params:
-        config=lambda w: json_arg({k: FIB[k] for k in ("element", "model", "claims")}),  # a function: no {} expansion
+        config=lambda w: json_arg({k: FIB[k] for k in ("element", "model", "paper_gaps", "claims")}),  # no {} expansion
         evidence=json_arg(CFG["evidence"]),
     shell:
         "python -m papers.finer_is_better claims --config-json {params.config} --evidence-json {params.evidence}"
-        " --numerical {input.numerical} --models {input.models} --out {output} > {log} 2>&1"
+        " --numerical {input.numerical} --models {input.models} --paper-results {input.paper} --out {output}"
+        " > {log} 2>&1"
 
 
 rule fib_context:
@@ -215,6 +217,8 @@ rule fib_context:
         numerical=f"{FIB_DIR}/mse/summary.json",
         models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
         claims=f"{FIB_DIR}/claims.json",
+        paper=FIB_PAPER_RESULTS,
+        paper_source=FIB_PAPER_SOURCE,
         figures=expand(f"{FIB_DIR}/figures/{{figure}}.{{ext}}", figure=FIB_FIGURES, ext=("png", "pdf")),
         cells=expand(f"{FIB_DIR}/mse/{{cell}}.json", cell=fib_cells(FIB, "numerical")),
         model_cells=expand(
@@ -241,5 +245,6 @@ rule fib_context:
     shell:
         "python -m papers.finer_is_better context --config-json {params.config} --profile {params.profile}"
         " --seed {params.seed} --numerical {input.numerical} --models {input.models} --claims {input.claims}"
-        " --figures {params.pngs} --cited {input.cells} {input.model_cells}"
+        " --paper-results {input.paper} --figures {params.pngs}"
+        " --cited {input.cells} {input.model_cells} {input.paper} {input.paper_source}"
         " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

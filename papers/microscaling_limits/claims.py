@@ -1,13 +1,14 @@
 """The paper's claims as evidence (:mod:`common.report.claims`): each row's prediction is written in
 ``config.yaml`` (``claims:``) before the data, its estimate carries a 95% interval, and the verdict follows by the
 fixed rule. The perplexity and tensor rows are measured on the function-preserving sweep (:mod:`.sweep`), with
-``sigma*`` the pre-registered theory crossover of the block pair ``n`` vs ``2n`` (UE4M3 unless named).
+``sigma*`` the pre-registered crossover of the block pair ``n`` vs ``2n`` (UE4M3 unless named) under the paper's
+analytic model (:mod:`common.theory.paper_model`); one row tests ours (the exact model) the same way.
 
-* ``sweep_inversion_onset``: the onset is the widest sweep point whose UE4M3 weights-only
-  ``ppl(n) / ppl(2n) - 1 > 0`` (scanning wide to narrow; ``K``, one step beyond the narrowest point, when none
-  inverts); statistic ``grid_position(sigma*) - onset`` = ``log(onset sigma / sigma*)`` in sweep steps, paired
-  bootstrap over windows (one draw of windows for every point), so a replicate without an onset counts as
-  beyond the grid, never as missing.
+* ``sweep_inversion_onset`` (the paper's ``sigma*``) and ``sweep_inversion_onset_exact`` (ours): the onset is the
+  widest sweep point whose UE4M3 weights-only ``ppl(n) / ppl(2n) - 1 > 0`` (scanning wide to narrow; ``K``, one
+  step beyond the narrowest point, when none inverts); statistic ``grid_position(sigma*) - onset`` =
+  ``log(onset sigma / sigma*)`` in sweep steps, paired bootstrap over windows (one draw of windows for every
+  point), so a replicate without an onset counts as beyond the grid, never as missing.
 * ``sweep_wide_no_inversion``: ``ppl(n) / ppl(2n) - 1`` (UE4M3, weights) at the widest point, when it is wider
   than ``sigma*``.
 * ``sweep_ue5m3_no_inversion``: ``max_k ppl_ue5(n) / ppl_ue5(2n) - 1`` over the points at or below ``sigma*``.
@@ -19,19 +20,22 @@ fixed rule. The perplexity and tensor rows are measured on the function-preservi
   their sigma alone, UE4M3, MSE(n) > MSE(2n)) the fraction that do; among the others the fraction that do not;
   among the predicted-inverting ones the fraction whose UE5M3 MSE does not invert. Clopper-Pearson intervals
   over tensors (:func:`common.uncertainty.binomial_interval`).
-* ``theory_matches_simulation``: mean ``|theory / simulation - 1|`` over the simulated points the simulation
-  resolves (relative standard error <= 0.5%); normal interval with the mean relative standard error as its
-  standard error (a bound: every cell reuses one seeded draw, so the points' errors are correlated).
-* ``zero_blocks_drive_reversal``: the zero-block share of ``MSE(n) - MSE(2n)`` at ``sigma* / 1.2`` (theory,
-  exact).
+* ``paper_model_matches_simulation``: the largest ``|paper / simulation - 1|`` of the total MSE over the points
+  of the authors' grid that the simulation resolves (:mod:`.analytic_models`); normal interval with the Monte
+  Carlo standard error at that point.
+* ``exact_model_beats_paper_model`` (our finding, not the paper's): our exact model's largest ``|error|`` minus
+  the paper model's, over the same points; normal interval with both points' standard errors.
+* ``zero_blocks_drive_reversal``: the zero-block share of ``MSE(n) - MSE(2n)`` at ``sigma* / 1.2`` (the paper's
+  model, by numerical integration: exact).
 
 Every bootstrap is :meth:`common.uncertainty.Evidence.paired` with the workflow's ``evidence`` settings; the
 Clopper-Pearson and normal intervals take their ``level``.
 
 Implementation checks (:class:`common.report.Check`, never evidence): the theory's parts sum to its total;
 P(block scale = 0) at sigma = 0.005 agrees with simulation and with our reconstruction of the fact sheet
-(0.33, 0.11, 0.012, 1.5e-4 for n = 4, 8, 16, 32: our numbers from its formula, not the paper's); the sweep keeps
-the unquantized perplexity; it moves every moved tensor's sigma by its factor.
+(0.33, 0.11, 0.012, 1.5e-4 for n = 4, 8, 16, 32: our numbers from its formula, not the paper's); our exact model
+matches the simulation at every simulated point (within 2% or 4 standard errors); the sweep keeps the unquantized
+perplexity; it moves every moved tensor's sigma by its factor.
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ from common.eval.scores import example_correct
 from common.report import Check, Claim, ClaimSpec, judge
 from common.uncertainty import Estimate, Evidence, binomial_interval, exact, normal_interval
 
-from .curves import RESOLVED_SE
 from .sweep import (
     ZERO_SHOT_ACCURACY,
     Windows,
@@ -57,16 +60,17 @@ from .sweep import (
     ratio_estimate,
 )
 
-CLAIM_IDS = ("sweep_inversion_onset", "sweep_wide_no_inversion", "sweep_ue5m3_no_inversion",
-             "sweep_narrow_tensors_invert", "sweep_wide_tensors_do_not_invert", "sweep_ue5m3_tensors_do_not_invert",
-             "ue5m3_matches_ue4m3s_perplexity", "ue5m3_matches_ue4m3s_perplexity_activations",
-             "ue5m3_matches_ue4m3s_cloze", "ue5m3_matches_ue4m3s_choice", "theory_matches_simulation",
-             "zero_blocks_drive_reversal")
+CLAIM_IDS = ("sweep_inversion_onset", "sweep_inversion_onset_exact", "sweep_wide_no_inversion",
+             "sweep_ue5m3_no_inversion", "sweep_narrow_tensors_invert", "sweep_wide_tensors_do_not_invert",
+             "sweep_ue5m3_tensors_do_not_invert", "ue5m3_matches_ue4m3s_perplexity",
+             "ue5m3_matches_ue4m3s_perplexity_activations", "ue5m3_matches_ue4m3s_cloze", "ue5m3_matches_ue4m3s_choice",
+             "paper_model_matches_simulation", "zero_blocks_drive_reversal", "exact_model_beats_paper_model")
 ZERO_SHOT_LABELS = {"cloze": "accuracy", "choice": "length-normalised accuracy"}  # .sweep.ZERO_SHOT_ACCURACY, named
 PARTS_TOLERANCE = 1e-12  # |parts - total| / total of the theory
 FUNCTION_TOLERANCE = 1e-3  # |ppl(c) / ppl(widest) - 1| of the unquantized sweep points
 SIGMA_TOLERANCE = 1e-4  # |(sigma(c) / sigma(widest)) / (c / c_widest) - 1| of every moved tensor
 ZERO_BLOCK_SE = 4  # the simulated zero-block fraction lies within this many standard errors of the theory
+EXACT_TOLERANCE, EXACT_SE = 0.02, 4.0  # the exact model vs simulation: within 2% or 4 standard errors per point
 
 
 def _pct(x: float) -> str:
@@ -84,8 +88,9 @@ def pair_cells(element: str, variant: str, pair: Sequence[int]) -> tuple[str, st
 
 def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windows, element: str,
                 pair: Sequence[int], sigma_star: float | None, evidence: Evidence,
-                sources: Sequence[str]) -> Claim:
-    """``sweep_inversion_onset`` (module docstring); ``points`` widest first (:func:`.sweep.sweep_points`)."""
+                sources: Sequence[str], *, label: str = "pre-registered") -> Claim:
+    """``sweep_inversion_onset`` and ``sweep_inversion_onset_exact`` (module docstring); ``points`` widest first
+    (:func:`.sweep.sweep_points`); ``label`` names ``sigma*`` in the detail."""
     if sigma_star is None:
         return judge(spec, None, reason=f"the theory has no UE4M3 crossover of blocks {pair[0]} vs {pair[1]}",
                      evidence=sources)
@@ -106,7 +111,7 @@ def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Wind
     onset = next((k for k, r in enumerate(ratios) if r.value > 0), None)
     cited = [*sources, *data.sources(k for ab in keys for k in ab)]
     found = "no point inverts" if onset is None else f"onset at {_point(points[onset])}"
-    detail = (f"sigma* = {sigma_star:.3g} (pre-registered) at sweep position {predicted:.2f}; {found}; UE4M3 "
+    detail = (f"sigma* = {sigma_star:.3g} ({label}) at sweep position {predicted:.2f}; {found}; UE4M3 "
               f"ppl({pair[0]})/ppl({pair[1]}) - 1: " + ", ".join(
                   f"{_point(p)} {_pct(r.value)} [{_pct(r.low)}, {_pct(r.high)}]"
                   for p, r in zip(points, ratios, strict=True)))
@@ -246,30 +251,57 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
     return rows
 
 
-def theory_match_claim(spec: ClaimSpec, validation: Mapping[str, Any], level: float, sources: Sequence[str]
-                       ) -> Claim:
-    """``theory_matches_simulation`` (module docstring)."""
-    resolved = [p for p in validation["points"] if p["simulation_relative_se"] <= RESOLVED_SE]
-    if not resolved:
-        return judge(spec, None, reason=f"no simulated point resolves the theory (relative standard error <= "
-                     f"{RESOLVED_SE:.1%})", evidence=sources)
-    value = float(np.mean([p["relative_error"] for p in resolved]))
-    se = float(np.mean([p["simulation_relative_se"] for p in resolved]))
-    estimate = normal_interval(value, se, level=level, method=f"Monte Carlo standard errors of {len(resolved)} "
-                               "simulated points (their mean: a bound for one shared draw)")
-    fits = "; ".join(f"{s.upper()}: largest |theory/simulation - 1| {f['max_relative_error_resolved'] or 0:.2%} over "
-                     f"{f['resolved_points']} resolved of {f['points']} points, at most {f['max_z']:.1f} standard "
-                     f"errors, chi2 {f['chi2']:.1e}" for s, f in validation["fits"].items())
-    return judge(spec, estimate, detail=fits, evidence=sources)
+def _worst(fit: Mapping[str, Any]) -> str:
+    return f"{fit['worst_signed']:+.2%} at sigma {fit['sigma']:.3g}, n {fit['block_size']}"
+
+
+def paper_model_claim(spec: ClaimSpec, comparison: Mapping[str, Any], level: float, sources: Sequence[str]
+                      ) -> Claim:
+    """``paper_model_matches_simulation``: the largest ``|paper / simulation - 1|`` over the resolved points of
+    the authors' grid (every scale of ``comparison``, :func:`.analytic_models.compare`); normal interval with the
+    Monte Carlo standard error of that point's ratio (the maximum itself is not resampled)."""
+    fits = {scale: f["paper"] for scale, f in comparison["fits"].items() if f["paper"]["worst"] is not None}
+    if not fits:
+        return judge(spec, None, reason=f"no simulated point of the authors' grid resolves the model (relative "
+                     f"standard error <= {comparison['resolved_se']:.1%})", evidence=sources)
+    worst = max(fits.values(), key=lambda f: f["worst"])
+    estimate = normal_interval(worst["worst"], (1 + worst["worst_signed"]) * worst["relative_se"], level=level,
+                               method="Monte Carlo standard error of the simulated MSE at the worst point")
+    exact_fits = {scale: comparison["fits"][scale]["exact"] for scale in fits}
+    detail = "; ".join(
+        f"{scale.upper()}: the paper's model worst {_worst(f)}, mean |error| {f['mean']:.2%}, chi2 {f['chi2']:.1e} "
+        f"over {f['resolved_points']} resolved of {f['points']} points (ours, exact: worst {_worst(exact_fits[scale])}"
+        f", mean {exact_fits[scale]['mean']:.2%}, chi2 {exact_fits[scale]['chi2']:.1e})" for scale, f in fits.items())
+    return judge(spec, estimate, detail=detail, evidence=sources)
+
+
+def exact_advantage_claim(spec: ClaimSpec, comparison: Mapping[str, Any], level: float, sources: Sequence[str]
+                          ) -> Claim:
+    """``exact_model_beats_paper_model`` (our finding, not the paper's): the exact model's largest ``|error|``
+    minus the paper model's over the same resolved points; normal interval with the two worst points' standard
+    errors combined as if independent."""
+    pairs = [(f["exact"], f["paper"]) for f in comparison["fits"].values() if f["paper"]["worst"] is not None]
+    if not pairs:
+        return judge(spec, None, reason=f"no simulated point of the authors' grid resolves the models (relative "
+                     f"standard error <= {comparison['resolved_se']:.1%})", evidence=sources)
+    exact_worst = max((e for e, _ in pairs), key=lambda f: f["worst"])
+    paper_worst = max((p for _, p in pairs), key=lambda f: f["worst"])
+    se = math.hypot((1 + exact_worst["worst_signed"]) * exact_worst["relative_se"],
+                    (1 + paper_worst["worst_signed"]) * paper_worst["relative_se"])
+    estimate = normal_interval(exact_worst["worst"] - paper_worst["worst"], se, level=level,
+                               method="Monte Carlo standard errors of the two worst points")
+    return judge(spec, estimate, detail=f"largest |model / simulation - 1|: ours (exact) {_worst(exact_worst)}, "
+                 f"the paper's {_worst(paper_worst)}", evidence=sources)
 
 
 def zero_block_claim(spec: ClaimSpec, preregistered: Mapping[str, Any], sources: Sequence[str]) -> Claim:
-    """``zero_blocks_drive_reversal``: the pre-registered UE4M3 drivers of ``MSE(n) - MSE(2n)``."""
-    parts = preregistered["drivers"].get("ue4m3")
+    """``zero_blocks_drive_reversal``: the pre-registered UE4M3 drivers of ``MSE(n) - MSE(2n)`` under the paper's
+    model (``drivers_paper``)."""
+    parts = preregistered["drivers_paper"].get("ue4m3")
     n, m = preregistered["pair"]
     if parts is None:
         return judge(spec, None, reason=f"the theory has no UE4M3 crossover of blocks {n} vs {m}", evidence=sources)
-    return judge(spec, exact(parts["zero_blocks"], "exact (the theory by numerical integration)"),
+    return judge(spec, exact(parts["zero_blocks"], "exact (the paper's model by numerical integration)"),
                  detail=f"at sigma {parts['sigma']:.3g} (sigma*/1.2), shares of MSE({n}) - MSE({m}): zero blocks "
                         f"{parts['zero_blocks']:.2g}, max element {parts['max_element']:.3g}, non-max "
                         f"{parts['non_max']:.3g}", evidence=sources)
@@ -299,6 +331,26 @@ def theory_checks(theory_cells: Sequence[Mapping[str, Any]], validation: Mapping
     ]
 
 
+def exact_model_check(validation: Mapping[str, Any], comparison: Mapping[str, Any], sources: Sequence[str]
+                      ) -> Check:
+    """Our exact model against simulation at every simulated point (the log grid of ``validation`` and the
+    authors' grid of ``comparison``): within :data:`EXACT_TOLERANCE` relative or :data:`EXACT_SE` standard errors
+    (tests/theory's tolerance: near rare zero blocks one flushed block dominates a sample)."""
+    errors = [(p["relative_error"], p["z"], p["sigma"], p["block_size"], p["scale"], p["rule"])
+              for p in validation["points"]]
+    errors += [(abs(p["exact_error"]), p["exact_z"], p["sigma"], p["block_size"], p["scale"], comparison["rule"])
+               for p in comparison["points"]]
+    off = [e for e in errors if e[0] > EXACT_TOLERANCE and e[1] > EXACT_SE]
+    worst = max(errors, default=None)
+    measured = "no simulated points" if worst is None else (
+        f"largest |exact / simulation - 1| {worst[0]:.2%} ({worst[1]:.1f} standard errors) at sigma {worst[2]:.3g}, "
+        f"n {worst[3]}, {worst[4].upper()} {worst[5]}, over {len(errors)} points; {len(off)} outside")
+    return Check("exact_theory_matches_simulation", "our exact model (common.theory, model='exact') equals the "
+                 f"simulation of Normal data within {EXACT_TOLERANCE:.0%} or {EXACT_SE:g} standard errors at every "
+                 "simulated point (both grids): an implementation check, not evidence for the paper", measured,
+                 bool(errors) and not off, tuple(sources))
+
+
 def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequence[Mapping[str, Any]],
                  sources: Sequence[str]) -> list[Check]:
     """The sweep keeps the unquantized perplexity and moves every moved tensor's sigma by its factor
@@ -323,24 +375,29 @@ def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequ
 
 
 def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered: Mapping[str, Any],
-                 validation: Mapping[str, Any], theory_cells: Sequence[Mapping[str, Any]],
-                 points: Sequence[Mapping[str, Any]], tensor_cells: Sequence[Mapping[str, Any]], data: Windows,
-                 zero_shot: Sequence[Mapping[str, Any]], evidence: Evidence,
-                 sources: Mapping[str, Sequence[str]]) -> tuple[list[Claim], list[Check]]:
+                 validation: Mapping[str, Any], comparison: Mapping[str, Any],
+                 theory_cells: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]],
+                 tensor_cells: Sequence[Mapping[str, Any]], data: Windows, zero_shot: Sequence[Mapping[str, Any]],
+                 evidence: Evidence, sources: Mapping[str, Sequence[str]]) -> tuple[list[Claim], list[Check]]:
     """Every row of :data:`CLAIM_IDS` and every check. ``points``: :func:`.sweep.sweep_points` (widest first);
-    ``evidence``: the workflow's interval settings, the same for every row; ``sources``: the artifact paths behind
-    each kind of evidence (``preregistered``, ``validation``, ``theory``, ``tensors``, ``zero_shot``; a perplexity
-    row cites its own cells from ``data.paths``). ValueError naming a claim id the config lacks or does not
-    know."""
+    ``comparison``: both analytic models on the authors' grid (:func:`.analytic_models.compare`); ``evidence``:
+    the workflow's interval settings, the same for every row; ``sources``: the artifact paths behind each kind of
+    evidence (``preregistered``, ``validation``, ``comparison``, ``theory``, ``tensors``, ``zero_shot``; a
+    perplexity row cites its own cells from ``data.paths``). The paper's rows take the paper model's ``sigma*``
+    (``crossover_paper``), ``sweep_inversion_onset_exact`` ours (``crossover``). ValueError naming a claim id the
+    config lacks or does not know."""
     missing, unknown = sorted(set(CLAIM_IDS) - set(specs)), sorted(set(specs) - set(CLAIM_IDS))
     if missing or unknown:
         raise ValueError(f"claims: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; the claims "
                          f"computed here are {', '.join(CLAIM_IDS)}")
-    pair, sigma_star = preregistered["pair"], preregistered["crossover"]["ue4m3"]
+    pair, sigma_star = preregistered["pair"], preregistered["crossover_paper"]["ue4m3"]
     level = evidence.level
     sweep = [*sources["preregistered"], *sources["tensors"]]  # + each row's own cells (data.paths)
     ppl = (points, data, element, pair, sigma_star, evidence, sweep)
-    rows = [onset_claim(specs["sweep_inversion_onset"], *ppl), wide_claim(specs["sweep_wide_no_inversion"], *ppl),
+    exact_ppl = (points, data, element, pair, preregistered["crossover"]["ue4m3"], evidence, sweep)
+    rows = [onset_claim(specs["sweep_inversion_onset"], *ppl, label="pre-registered, the paper's model"),
+            onset_claim(specs["sweep_inversion_onset_exact"], *exact_ppl, label="pre-registered, our exact model"),
+            wide_claim(specs["sweep_wide_no_inversion"], *ppl),
             ue5m3_inversion_claim(specs["sweep_ue5m3_no_inversion"], *ppl),
             *tensor_claims(specs, tensor_cells, pair, level, [*sources["preregistered"], *sources["tensors"]]),
             *(equivalence_claim(specs[cid], points, data, element, pair[0], weights_only, evidence, sweep)
@@ -349,8 +406,10 @@ def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered:
             *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, zero_shot, element, pair[0],
                               evidence, [*sources["tensors"], *sources["zero_shot"]])
               for task in ZERO_SHOT_ACCURACY),
-            theory_match_claim(specs["theory_matches_simulation"], validation, level, sources["validation"]),
-            zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"])]
+            paper_model_claim(specs["paper_model_matches_simulation"], comparison, level, sources["comparison"]),
+            zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"]),
+            exact_advantage_claim(specs["exact_model_beats_paper_model"], comparison, level, sources["comparison"])]
     checks = [*theory_checks(theory_cells, validation, sources["theory"], sources["validation"][0]),
+              exact_model_check(validation, comparison, [*sources["validation"], *sources["comparison"]]),
               *sweep_checks(points, data, tensor_cells, sources["tensors"])]
     return rows, checks

@@ -1,6 +1,7 @@
 """The report context of *Is finer better?* (the dict :mod:`common.report.render` renders), read from the
-artifacts: the derivation, figures, tables (fit, crossovers, zero-block probabilities, tensors, perplexity
-gaps), claims, provenance and how to rerun a cell."""
+artifacts: the derivation, figures, tables (both analytic models against simulation on the authors' grid and
+their crossovers, our model's fit, crossovers, zero-block probabilities, the sweep, tensors, perplexity gaps, the
+numerics conventions against the authors'), claims, provenance and how to rerun a cell."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from common.report import assemble, provenance, rerun_entries
+from common.report import assemble, conventions_table, provenance, rerun_entries
 
+from .conventions import CONVENTIONS
 from .settings import KEY
 
 PAPER = {
@@ -19,36 +21,39 @@ PAPER = {
     "citation": "Fasoli et al., ICLR 2026, arXiv 2601.19026. Reproduced by lowbit-lab at small scale.",
     "question": "Why does shrinking the FP4 block size below a threshold increase the quantization error with "
                 "UE4M3 scales for narrow tensors, and do UE5M3 scales fix it without a per-tensor scale?",
-    "method": "Theory (common.theory, derived here since the paper's equations are not public): for a block of n "
-              "iid values with abs-max M and scale s = Q_S(M/6), the expected per-element MSE is "
-              "(1/n) E[1{s=0}(M^2 + (n-1) E[X^2 | |X| <= M])] (whole block rounded to zero) + "
-              "(1/n) E[1{s>0} (M - s Q_E(M/s))^2] (the max element) + ((n-1)/n) E[1{s>0} E[(X - s Q_E(X/s))^2 | "
-              "|X| <= M]] (the other elements), integrated exactly over the density n g(m) G(m)^(n-1) of M "
-              "piecewise between the scale and element rounding boundaries, and validated against Monte Carlo "
-              "simulation. The paper measured real 8B models (Granite-3.3-8b with narrow weights, Llama-2-7b and "
-              "Llama-3.1-8b with wide ones, Mixtral-8x7b) with every linear layer in FP4. We have one small model "
-              "(the embedded base model, about 10M parameters), so we move it instead: a function-preserving "
-              "sweep (common.models.rescale) divides the RMSNorm gains before attention and the MLP by c and "
-              "multiplies the q, k, v, gate and up projections by c, so the network computes the same function "
-              "while the weight sigma of those five linears is c times the trained one (down and o projections "
-              "stay). On the sweep we quantize exactly these moved linears (the paper quantizes every linear; "
-              "unmoved ones would add the same error at every sweep point and blur the sigma the claims are "
-              "about), weights only for the inversion claims (the moved linears' inputs widen by 1/c, the "
-              "opposite way) and weights plus activations as the paper's setting. Before any model exists the "
-              "theory's crossover sigma* of blocks n vs 2n is pre-registered from the configuration; the "
-              "inversion's onset on the sweep is compared with it in sweep steps. Every claim row has a 95% "
-              "interval (paired bootstrap over evaluation windows or zero-shot examples, Clopper-Pearson over "
-              "tensors, Monte Carlo standard errors for the simulation) and a verdict by one rule. The base "
-              "model's own study (every block Linear, weights and activations, UE4M3, UE4M3-S with a per-tensor "
-              "FP32 scale amax/(6*448) first, and UE5M3) and the tensor studies of real pretrained weights are "
-              "shown as tables and figures.",
+    "method": "Two analytic models of the block MSE (common.theory). For a block of n iid values with abs-max M and "
+              "scale s = Q_S(M/6), ours (model='exact') is (1/n) E[1{s=0}(M^2 + (n-1) E[X^2 | |X| <= M])] (whole block "
+              "rounded to zero) + (1/n) E[1{s>0} (M - s Q_E(M/s))^2] (the max element) + ((n-1)/n) E[1{s>0} E[(X - s "
+              "Q_E(X/s))^2 | |X| <= M]] (the other elements), integrated exactly over the density n g(m) G(m)^(n-1) of "
+              "M piecewise between the scale and element rounding boundaries. The paper's (model='paper', read from "
+              "the authors' modelling_errors_from_theory_fp8_scales.py and equal to its output) has the same first two "
+              "terms but takes the other elements as Normal truncated at +-6s, s the quantized scale, instead of at "
+              "the block max. The paper's claim that its model matches experiment is tested against our Monte Carlo "
+              "simulation on the authors' own sigma grid and block sizes; ours against simulation is an implementation "
+              "check. The paper measured real 8B models (Granite-3.3-8b with narrow weights, Llama-2-7b and "
+              "Llama-3.1-8b with wide ones, Mixtral-8x7b) with every linear layer in FP4. We have one small model (the "
+              "embedded base model, about 10M parameters), so we move it instead: a function-preserving sweep "
+              "(common.models.rescale) divides the RMSNorm gains before attention and the MLP by c and multiplies the "
+              "q, k, v, gate and up projections by c, so the network computes the same function while the weight sigma "
+              "of those five linears is c times the trained one (down and o projections stay). On the sweep we "
+              "quantize exactly these moved linears (the paper quantizes every linear; unmoved ones would add the same "
+              "error at every sweep point and blur the sigma the claims are about), weights only for the inversion "
+              "claims (the moved linears' inputs widen by 1/c, the opposite way) and weights plus activations as the "
+              "paper's setting. Before any model exists the crossover sigma* of blocks n vs 2n is pre-registered from "
+              "the configuration under both models; the inversion's onset on the sweep is compared with each in sweep "
+              "steps. Every claim row has a 95% interval (paired bootstrap over evaluation windows or zero-shot "
+              "examples, Clopper-Pearson over tensors, Monte Carlo standard errors for the simulation) and a verdict "
+              "by one rule. The base model's own study (every block Linear, weights and activations, UE4M3, UE4M3-S "
+              "with a per-tensor FP32 scale amax/(6*448) first, and UE5M3) and the tensor studies of real pretrained "
+              "weights are shown as tables and figures.",
 }
 
 
 def fit_table(validation: Mapping[str, Any]) -> dict[str, Any]:
     rows = [[s.upper(), f["points"], f"{f['max_relative_error']:.3%}", f"{f['chi2']:.2e}"]
             for s, f in validation["fits"].items()]
-    return {"caption": "Theory vs simulation (Normal data, every simulated sigma and block size)",
+    return {"caption": "Our exact model vs simulation (an implementation check; Normal data, every simulated sigma "
+                       "and block size)",
             "columns": ["scale", "points", "largest relative error", "chi2 (MSE/sigma^2)"], "rows": rows}
 
 
@@ -60,6 +65,40 @@ def crossover_table(validation: Mapping[str, Any]) -> dict[str, Any]:
     return {"caption": "Crossovers: below this sigma the smaller block has the higher MSE (theory), and whether "
                        "the simulation shows the sign change one grid step either side",
             "columns": ["scale", "rule", "blocks", "crossover sigma", "simulation agrees"], "rows": rows}
+
+
+MODEL_NAMES = {"paper": "the paper's (truncated at +-6s)", "exact": "ours (exact)"}
+SIGMA_STAR_MODELS = {"_paper": "the paper's model", "": "our exact model"}  # sweep summary key suffix -> label
+
+
+def _place(fit: Mapping[str, Any]) -> str:
+    return "" if fit["worst"] is None else f"sigma {fit['sigma']:.3g}, n {fit['block_size']}"
+
+
+def analytic_models_table(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """Per scale and model: the worst and mean ``|model / simulation - 1|`` over the resolved points of the
+    authors' grid (and where the worst is), chi2 (our definition) and the point counts."""
+    rows = [[scale.upper(), MODEL_NAMES[model], "" if f["worst"] is None else f"{f['worst_signed']:+.2%}",
+             _place(f), "" if f["mean"] is None else f"{f['mean']:.2%}", f"{f['chi2']:.2e}",
+             f"{f['resolved_points']} of {f['points']}"]
+            for scale, by_model in comparison["fits"].items() for model, f in by_model.items()]
+    return {"caption": "The two analytic models against simulation of Normal data on the authors' grid (sigma 1e-4 "
+                       "and linspace(1e-3, 0.05, 50), abs-max scales): model / simulation - 1 of the total MSE where "
+                       f"the simulation resolves it (relative standard error <= {comparison['resolved_se']:.1%})",
+            "columns": ["scale", "model", "worst error", "where", "mean |error|", "chi2 (MSE/sigma^2)",
+                        "resolved points"], "rows": rows}
+
+
+def model_crossover_table(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """Per block pair: the crossover sigma under the paper's model, ours, and in the simulation."""
+    def show(sigma: float | None) -> str:
+        return "none in range" if sigma is None else f"{sigma:.4g}"
+
+    rows = [[c["scale"].upper(), f"{c['block_size']} vs {c['next_block_size']}", show(c["paper"]), show(c["exact"]),
+             show(c["simulation"])] for c in comparison["crossovers"]]
+    return {"caption": "Crossovers under each analytic model and in the simulation on the authors' grid (linear "
+                       "interpolation between the two grid sigmas where MSE(n) - MSE(2n) changes sign)",
+            "columns": ["scale", "blocks", "the paper's model", "ours (exact)", "simulation"], "rows": rows}
 
 
 def zero_block_table(validation: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,9 +147,11 @@ def sweep_table(sweep: Mapping[str, Any]) -> dict[str, Any]:
     n, m = sweep["pair"]
     ratios = {(r["model"], r["variant"]): r for r in sweep["ratios"]}
     variants = [v for v in ("ue4m3", "ue4m3s", "ue5m3") if any(k[1] == v for k in ratios)]
-    star = ", ".join(f"{s.upper()} {c:.3g}" + ("" if sweep["position"][s] is None
-                                              else f" (sweep position {sweep['position'][s]:.2f})")
-                     for s, c in sweep["crossover"].items() if c is not None)
+    star = "; ".join(f"{label}: " + (", ".join(
+        f"{s.upper()} {c:.3g}" + ("" if sweep[f"position{x}"][s] is None
+                                  else f" (sweep position {sweep[f'position{x}'][s]:.2f})")
+        for s, c in sweep[f"crossover{x}"].items() if c is not None) or "none")
+        for x, label in SIGMA_STAR_MODELS.items() if f"crossover{x}" in sweep)
     rows = [[f"{p['factor']:g}", f"{p['sigma']:.3g} ({p['sigma_low']:.3g}-{p['sigma_high']:.3g})",
              f"{sweep['unquantized'][p['model']]:.3f}",
              *(_interval(ratios[(p["model"], v)]) if (p["model"], v) in ratios else "" for v in variants)]
@@ -150,14 +191,17 @@ def zero_shot_table(sweep: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_context(*, config: Mapping[str, Any], profile: str, validation: Mapping[str, Any],
-                  tensors: Sequence[Mapping[str, Any]], models: Sequence[Mapping[str, Any]],
+                  comparison: Mapping[str, Any], tensors: Sequence[Mapping[str, Any]],
+                  models: Sequence[Mapping[str, Any]],
                   sweep: Mapping[str, Any], claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]],
                   artifacts: Sequence[str], rerun_examples: Sequence[str], seeds: Mapping[str, int],
                   stage_seconds: Mapping[str, float]) -> dict[str, Any]:
     """The report context; ``claims`` is the claims document (``claims.json``)."""
-    tables = [fit_table(validation), crossover_table(validation), zero_block_table(validation),
+    tables = [analytic_models_table(comparison), model_crossover_table(comparison), fit_table(validation),
+              crossover_table(validation), zero_block_table(validation),
               sweep_table(sweep), sweep_gap_table(sweep), zero_shot_table(sweep),
-              *(tensor_table(t) for t in tensors), *(gap_table(m) for m in models)]
+              *(tensor_table(t) for t in tensors), *(gap_table(m) for m in models),
+              conventions_table(CONVENTIONS["lowbit"], CONVENTIONS["microscaling_limits_authors"])]
     return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
                                           stage_seconds=stage_seconds),

@@ -58,14 +58,20 @@ def theory_cell(config: Mapping[str, Any], scale: str, rule: str) -> dict[str, A
 
 def simulation_cell(config: Mapping[str, Any], scale: str, block_size: int, rule: str) -> dict[str, Any]:
     """Monte Carlo MSE of Normal data at one (scale, block size, rule) over the simulation's sigma grid."""
-    start = time.perf_counter()
     part = config["simulation"]
     sigmas = sigma_grid(part["sigma"]["low"], part["sigma"]["high"], part["sigma"]["points"])
-    setting = {"elem": config["element"], "scale": scale, **_rule(rule)}
-    rows = mse_sweep(sigmas, [block_size], {rule: setting}, samples=part["samples"], seed=part["seed"])
-    return {"element": config["element"], "scale": scale, "block_size": block_size, "rule": rule,
-            "samples": part["samples"], "seed": part["seed"], "rows": rows,
-            "wall_time_s": time.perf_counter() - start}
+    return simulate(config["element"], scale, block_size, rule, sigmas, part["samples"], part["seed"])
+
+
+def simulate(element: str, scale: str, block_size: int, rule: str, sigmas: Iterable[float], samples: int,
+             seed: int) -> dict[str, Any]:
+    """A simulation cell: Monte Carlo MSE of Normal data at one (scale, block size, rule) at every sigma of
+    ``sigmas`` (:func:`common.analysis.mse_sweep`, one seeded draw of ``samples`` values)."""
+    start = time.perf_counter()
+    setting = {"elem": element, "scale": scale, **_rule(rule)}
+    rows = mse_sweep(sigmas, [block_size], {rule: setting}, samples=samples, seed=seed)
+    return {"element": element, "scale": scale, "block_size": block_size, "rule": rule, "samples": samples,
+            "seed": seed, "rows": rows, "wall_time_s": time.perf_counter() - start}
 
 
 def validation(config: Mapping[str, Any], cells: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -128,11 +134,14 @@ def crossovers(config: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]) ->
     return out
 
 
-def drivers(element: str, scale: str, rule: str, n: int, sigma_crossover: float) -> dict[str, float]:
+def drivers(element: str, scale: str, rule: str, n: int, sigma_crossover: float, model: str = "exact"
+            ) -> dict[str, float]:
     """What makes block n worse than 2n just below the crossover (at ``sigma_crossover / DRIVER_STEP``): each
-    part's share of ``MSE(n) - MSE(2n)`` (shares sum to 1; a negative share works against the reversal)."""
+    part's share of ``MSE(n) - MSE(2n)`` under ``model`` (:func:`common.theory.block_mse`; shares sum to 1; a
+    negative share works against the reversal)."""
     sigma = sigma_crossover / DRIVER_STEP
-    small, large = block_mse(sigma, n, element, scale, rule), block_mse(sigma, 2 * n, element, scale, rule)
+    small = block_mse(sigma, n, element, scale, rule, model=model)
+    large = block_mse(sigma, 2 * n, element, scale, rule, model=model)
     total = small["total"] - large["total"]
     return {"sigma": sigma, **{part: (small[part] - large[part]) / total for part in PARTS}}
 

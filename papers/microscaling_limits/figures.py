@@ -11,7 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from common.report.figures import check_figures, lookup_caption, set_report_theme
 
@@ -19,21 +19,26 @@ from .settings import FIGURES
 
 PARTS = ("non_max", "max_element", "zero_blocks")
 CAPTIONS = {
-    "theory-vs-simulation": "Relative MSE (MSE / sigma^2) vs sigma: the analytic model (lines, Normal data) and "
-                            "Monte Carlo simulation (points, 2^20 samples) for each block size.",
+    "theory-vs-simulation": "Relative MSE (MSE / sigma^2) vs sigma: our exact analytic model (lines, Normal data) "
+                            "and Monte Carlo simulation (points, 2^20 samples) for each block size (an "
+                            "implementation check).",
     "parts": "The three contributions of the theory's MSE (non-max elements, the max element, whole blocks "
              "rounded to zero) vs sigma.",
-    "fit": "Fit quality: theory / simulation - 1 at every simulated point (chi2 = mean squared difference of "
-           "MSE / sigma^2).",
+    "fit": "Implementation check: our exact model / simulation - 1 at every simulated point (chi2 = mean squared "
+           "difference of MSE / sigma^2).",
     "crossovers": "The theory's crossover sigma below which block n is worse than 2n, per scale format, with the "
                   "sigma range of each model's weight tensors (shaded).",
+    "paper-model": "The paper's analytic model (dashed: the other elements Normal truncated at +-6s, s the quantized "
+                   "scale) and ours (solid: conditioned on the block max) against simulation (points, 2^20 samples) "
+                   "on the authors' sigma grid: top, MSE / sigma^2; bottom, model / simulation - 1 with the "
+                   "simulation's 95% band (grey).",
     "tensors": "Every linear weight tensor: measured block MSE vs the theory's prediction from its fitted sigma.",
     "gap": "Perplexity gap to the unquantized model vs block size with UE4M3, UE4M3-S (per-tensor scale) and UE5M3 "
            "block scales (weights and activations of every block Linear in E2M1).",
     "sweep": "The function-preserving sweep: left, ppl(n) / ppl(2n) - 1 with the moved weights in FP4 vs their median "
              "sigma (95% paired bootstrap intervals; above 0: the inversion), with the pre-registered crossover "
-             "sigma*; right, the relative perplexity gap to the unquantized model at block n, weights only (solid) "
-             "and weights plus activations (dashed).",
+             "sigma* of the paper's model (dashed) and of ours (dotted); right, the relative perplexity gap to the "
+             "unquantized model at block n, weights only (solid) and weights plus activations (dashed).",
 }
 
 
@@ -111,6 +116,39 @@ def plot_crossovers(validation: Mapping[str, Any], tensors: Sequence[Mapping[str
     return fig
 
 
+MODEL_STYLES = {"exact": ("our model (exact)", "-"), "paper": ("the paper's model", "--")}
+# the pre-registered sigma* lines: sweep summary key suffix -> (model, line style)
+SIGMA_STARS = {"_paper": ("the paper's model", "--"), "": ("our exact model", ":")}
+
+
+def plot_paper_model(comparison: Mapping[str, Any], scale: str, blocks: Sequence[int]) -> plt.Figure:
+    """Both analytic models and the simulation on the authors' grid (``paper_model/comparison.json``,
+    :func:`.analytic_models.compare`) for one scale, one column per block size of ``blocks``: MSE / sigma^2 (top)
+    and ``model / simulation - 1`` with the simulation's 95% band ``+-1.96`` relative standard errors (bottom);
+    the smallest sigma (1e-4, where every block rounds to zero) is left out of the linear axis."""
+    points = pd.DataFrame(comparison["points"]).query("scale == @scale and sigma >= 1e-3")
+    set_report_theme()
+    fig, axes = plt.subplots(2, len(blocks), figsize=(3.6 * len(blocks), 5.6), sharex=True, squeeze=False,
+                             layout="constrained", gridspec_kw={"height_ratios": (3, 2)})
+    for column, n in enumerate(blocks):
+        top, bottom = axes[0, column], axes[1, column]
+        part = points[points["block_size"] == n].sort_values("sigma")
+        relative = part["simulation"] / part["sigma"] ** 2
+        top.errorbar(part["sigma"], relative, yerr=1.96 * part["relative_se"] * relative, color="black", fmt="o",
+                     ms=2.5, lw=0.6, label="simulation")
+        band = 1.96 * part["relative_se"]
+        bottom.fill_between(part["sigma"], -band, band, color="grey", alpha=0.3, lw=0)
+        for model, (label, style) in MODEL_STYLES.items():
+            top.plot(part["sigma"], part[model] / part["sigma"] ** 2, ls=style, label=label)
+            bottom.plot(part["sigma"], part[f"{model}_error"], ls=style, label=label)
+        bottom.axhline(0, color="black", lw=0.6)
+        top.set(title=f"{scale.upper()}, n = {n}", yscale="log", ylabel=r"MSE / $\sigma^2$" if column == 0 else "")
+        bottom.set(xlabel=r"$\sigma$", ylabel="model / simulation - 1" if column == 0 else "")
+        bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
+    axes[0, 0].legend(fontsize=7)
+    return fig
+
+
 def plot_tensors(cell: Mapping[str, Any]) -> plt.Figure:
     """Measured vs predicted MSE of every weight tensor of one model, per scale and block size."""
     rows = pd.DataFrame(cell["rows"])
@@ -151,9 +189,10 @@ def plot_sweep(summary: Mapping[str, Any]) -> plt.Figure:
         part = part.sort_values("sigma")
         left.errorbar(part["sigma"], part["value"], yerr=[part["value"] - part["low"], part["high"] - part["value"]],
                       color=palette[variant], marker="o", capsize=3, label=variant)
-    for scale, sigma in summary["crossover"].items():
-        if sigma is not None and min(sigmas) / 2 <= sigma <= max(sigmas) * 2:
-            left.axvline(sigma, color=palette[scale], ls=":", lw=1, label=rf"$\sigma^*$ {scale} (pre-registered)")
+    for suffix, (model, style) in SIGMA_STARS.items():
+        for scale, sigma in summary.get(f"crossover{suffix}", {}).items():
+            if sigma is not None and min(sigmas) / 2 <= sigma <= max(sigmas) * 2:
+                left.axvline(sigma, color=palette[scale], ls=style, lw=1, label=rf"$\sigma^*$ {scale} ({model})")
     left.axhline(0, color="black", lw=0.6)
     left.set(xscale="log", xlabel=r"median $\sigma$ of the moved weights", ylabel=f"ppl(b{n}) / ppl(b{m}) - 1",
              title=f"Block {n} vs {m}, weights in FP4")
@@ -172,5 +211,6 @@ def plot_sweep(summary: Mapping[str, Any]) -> plt.Figure:
 
 
 PLOTS = {"theory-vs-simulation": plot_theory_vs_simulation, "parts": plot_parts, "fit": plot_fit,
-         "crossovers": plot_crossovers, "tensors": plot_tensors, "gap": plot_gap, "sweep": plot_sweep}
+         "crossovers": plot_crossovers, "paper-model": plot_paper_model, "tensors": plot_tensors, "gap": plot_gap,
+         "sweep": plot_sweep}
 check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

@@ -15,6 +15,12 @@ MSL_SIM_CELLS = expand(
     block=MSL["simulation"]["block_sizes"],
     method=MSL["rules"],
 )
+MSL_PAPER_CELLS = expand(
+    f"{MSL_DIR}/paper_model/simulation/{MSL_ELEMENT}-{{scale}}-b{{block}}-absmax.json",
+    scale=MSL["paper_model"]["scales"],
+    block=MSL["paper_model"]["block_sizes"],
+)
+MSL_COMPARISON = f"{MSL_DIR}/paper_model/comparison.json"
 MSL_PTQ_CELLS = [
     f"{MSL_ELEMENT}-{variant}-b{block}" for variant in MSL["model"]["variants"] for block in MSL["model"]["block_sizes"]
 ]
@@ -23,6 +29,7 @@ MSL_FIGURES = [
     *(f"parts-{scale}-b{min(MSL['theory']['block_sizes'])}" for scale in MSL["scales"]),
     "fit",
     "crossovers",
+    *(f"paper-model-{scale}" for scale in MSL["paper_model"]["scales"]),
     *(f"tensors-{m}" for m in MSL_TENSOR_MODELS),
     *(f"gap-{m}" for m in MSL_MODELS),
     "sweep",

@@ -85,6 +85,46 @@ rule msl_validation:
         " --out {output} > {log} 2>&1"
 
 
+rule msl_paper_simulation:
+    """Simulation cell on the authors' grid (sigma 1e-4 and linspace(1e-3, 0.05, 50)) at one (scale, block size)."""
+    output:
+        f"{MSL_DIR}/paper_model/simulation/{{element}}-{{scale}}-b{{block}}-absmax.json",
+    log:
+        f"{LOGS}/microscaling_limits/paper_model/simulation/{{element}}-{{scale}}-b{{block}}.log",
+    wildcard_constraints:
+        element="[a-z0-9]+",
+        scale="[a-z0-9]+",
+        block="[0-9]+",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=json_arg(
+            {"element": MSL_ELEMENT, "paper_model": {k: MSL["paper_model"][k] for k in ("samples", "seed")}}
+        ),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits paper-simulation --config-json {params.config}"
+        " --scale {wildcards.scale} --block {wildcards.block} --out {output} > {log} 2>&1"
+
+
+rule msl_compare_models:
+    """The paper's analytic model and ours at every point of the authors' grid against simulation: errors, fits
+    and the crossovers under each model and in the simulation."""
+    input:
+        MSL_PAPER_CELLS,
+    output:
+        MSL_COMPARISON,
+    log:
+        f"{LOGS}/microscaling_limits/paper_model/comparison.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg({"element": MSL_ELEMENT}),
+    shell:
+        "python -m papers.microscaling_limits compare-models --config-json {params.config} --cells {input}"
+        " --out {output} > {log} 2>&1"
+
+
 rule msl_tensors:
     """Every linear weight tensor of a model: fitted sigma, measured vs predicted block MSE, inversions."""
     input:
@@ -346,6 +386,29 @@ rule msl_figure_crossovers:
         " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
 
 
+rule msl_figure_paper_model:
+    """Figure: the paper's analytic model, ours and the simulation on the authors' grid for one scale format."""
+    input:
+        MSL_COMPARISON,
+    output:
+        png=report(
+            f"{MSL_DIR}/figures/paper-model-{{scale}}.png",
+            caption="report/figure.rst",
+            category="Is finer better?",
+            subcategory="theory",
+        ),
+        pdf=f"{MSL_DIR}/figures/paper-model-{{scale}}.pdf",
+    log:
+        f"{LOGS}/microscaling_limits/figures/paper-model-{{scale}}.log",
+    conda:
+        CONDA_ENV
+    params:
+        blocks=" ".join(str(n) for n in MSL["paper_model"]["figure_blocks"]),
+    shell:
+        "python -m papers.microscaling_limits figure paper-model --inputs {input} --scale {wildcards.scale}"
+        " --blocks {params.blocks} --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+
+
 rule msl_figure_tensors:
     """Figure: measured vs predicted MSE of one model's weight tensors."""
     input:
@@ -415,6 +478,7 @@ rule msl_claims:
     input:
         preregistered=MSL_PREREGISTERED,
         validation=f"{MSL_DIR}/validation.json",
+        comparison=MSL_COMPARISON,
         theory=expand(
             f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-{{method}}.json", scale=MSL["scales"], method=MSL["rules"]
         ),
@@ -432,7 +496,8 @@ rule msl_claims:
         evidence=json_arg(CFG["evidence"]),
     shell:
         "python -m papers.microscaling_limits claims --config-json {params.config} --evidence-json {params.evidence}"
-        " --preregistered {input.preregistered} --validation {input.validation} --theory {input.theory}"
+        " --preregistered {input.preregistered} --validation {input.validation} --comparison {input.comparison}"
+        " --theory {input.theory}"
         " --tensors {input.tensors} --cells {input.cells} --zero-shot {input.zero_shot} --out {output} > {log} 2>&1"
 
 
@@ -440,6 +505,7 @@ rule msl_context:
     """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
     input:
         validation=f"{MSL_DIR}/validation.json",
+        comparison=MSL_COMPARISON,
         tensors=expand(f"{MSL_DIR}/tensors/{{model}}.json", model=MSL_TENSOR_MODELS),
         models=expand(f"{MSL_DIR}/ptq/{{model}}/summary.json", model=MSL_MODELS),
         sweep=f"{MSL_DIR}/sweep/summary.json",
@@ -449,6 +515,7 @@ rule msl_context:
             f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-{{method}}.json", scale=MSL["scales"], method=MSL["rules"]
         ),
         cells=MSL_SIM_CELLS,
+        paper_cells=MSL_PAPER_CELLS,
         model_cells=expand(f"{MSL_DIR}/ptq/{{model}}/{{cell}}.json", model=MSL_MODELS, cell=MSL_MODEL_CELLS),
         sweep_cells=[MSL_PREREGISTERED, *MSL_SWEEP_TENSORS, *MSL_SWEEP_PTQ, *MSL_SWEEP_ZERO_SHOT],
     output:
@@ -466,7 +533,8 @@ rule msl_context:
         examples=[f"{MSL_DIR}/ptq/{MSL_MODELS[0]}/{MSL_PTQ_CELLS[0]}.json", MSL_SWEEP_PTQ[1], MSL_SIM_CELLS[0]],
     shell:
         "python -m papers.microscaling_limits context --config-json {params.config} --profile {params.profile}"
-        " --seed {params.seed} --validation {input.validation} --tensors {input.tensors} --models {input.models}"
+        " --seed {params.seed} --validation {input.validation} --comparison {input.comparison}"
+        " --tensors {input.tensors} --models {input.models}"
         " --sweep-summary {input.sweep} --claims {input.claims} --figures {params.pngs}"
-        " --cited {input.theory} {input.cells} {input.model_cells} {input.sweep_cells}"
+        " --cited {input.theory} {input.cells} {input.paper_cells} {input.model_cells} {input.sweep_cells}"
         " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"

@@ -24,8 +24,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 KEY = "microscaling_limits"
 # the report's figure kinds (figure ids theory-vs-simulation-<scale>, parts-<scale>-b<block>, fit, crossovers,
-# tensors-<model>, gap-<model>, sweep)
-FIGURES = ("theory-vs-simulation", "parts", "fit", "crossovers", "tensors", "gap", "sweep")
+# paper-model-<scale>, tensors-<model>, gap-<model>, sweep)
+FIGURES = ("theory-vs-simulation", "parts", "fit", "crossovers", "paper-model", "tensors", "gap", "sweep")
 
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
@@ -40,6 +40,10 @@ def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
         sigma = active[part]["sigma"]
         if not sigma["low"] < sigma["high"]:
             raise ValueError(f"{KEY}.{part}.sigma: low {sigma['low']} must be below high {sigma['high']}")
+    figure_blocks = set(active["paper_model"]["figure_blocks"]) - set(active["paper_model"]["block_sizes"])
+    if figure_blocks:
+        raise ValueError(f"{KEY}.paper_model.figure_blocks {sorted(figure_blocks)} are not among its block_sizes "
+                         f"{active['paper_model']['block_sizes']}")
     if active["model"]["stride"] > active["model"]["window"]:
         raise ValueError(f"{KEY}.model.stride {active['model']['stride']} exceeds window {active['model']['window']}")
     return active

@@ -11,7 +11,7 @@ the model ``<base>-c<c:g>`` (e.g. ``small-c0.1``); its cells quantize the moved 
 * Pre-registration (:func:`preregister`, from the configuration alone, before any model exists): the theory's
   crossover ``sigma*(n)`` of the claims' block pair ``n`` vs ``2n`` (:func:`common.theory.crossover`, Normal
   data, abs-max scales) for UE4M3 and UE5M3, and the share of each MSE part in ``MSE(n) - MSE(2n)`` just below
-  it (``sigma* / 1.2``, :func:`.curves.drivers`).
+  it (``sigma* / 1.2``, :func:`.curves.drivers`), under our exact model and under the paper's (``_paper`` keys).
 * A point's sigma (:func:`sweep_points`): the median fitted sigma of its moved weight tensors (its tensor study).
 * Sweep steps (:func:`grid_position`): with the points' sigmas ``s_0 > s_1 > ... > s_{K-1}``, point ``k`` sits at
   position ``k`` and a sigma between ``s_i`` and ``s_{i+1}`` at ``i + log(s_i / sigma) / log(s_i / s_{i+1})``
@@ -47,6 +47,7 @@ from .settings import KEY, VARIANTS
 
 RULE = "absmax"
 SCALES = ("ue4m3", "ue5m3")  # the block-scale formats the sweep's predictions name
+MODEL_KEYS = {"exact": "", "paper": "_paper"}  # the pre-registration's keys per MSE model: crossover, crossover_paper
 WEIGHTS_SUFFIX = "-weights"  # cell name suffix: weights only (no activation quantization)
 ZERO_SHOT_VARIANTS = ("ue4m3s", "ue5m3")  # the zero-shot comparison: UE5M3 vs UE4M3 with a per-tensor scale
 STUDY_FIELDS = ("window", "stride", "batch_size")  # what a sweep cell takes from the paper config's `model`
@@ -124,12 +125,18 @@ def sweep_plan(paper: Mapping[str, Any], workflow: Mapping[str, Any]) -> dict[st
 
 def preregister(paper: Mapping[str, Any]) -> dict[str, Any]:
     """The theory's prediction for the sweep from the paper config alone: per scale format of :data:`SCALES`
-    the crossover ``sigma*`` of block ``n`` vs ``2n`` (None: none in ``[1e-6, 10]``) and its drivers."""
+    the crossover ``sigma*`` of block ``n`` vs ``2n`` (None: none in ``[1e-6, 10]``) and its drivers, under our
+    exact model (``crossover``, ``drivers``) and under the authors' (``crossover_paper``, ``drivers_paper``:
+    :func:`common.theory.block_mse` with ``model="paper"``)."""
     n, element = paper["sweep"]["block_size"], paper["element"]
-    crossovers = {scale: crossover(n, element, scale, RULE) for scale in SCALES}
+    models = {}
+    for model, suffix in MODEL_KEYS.items():
+        crossovers = {scale: crossover(n, element, scale, RULE, model=model) for scale in SCALES}
+        models[f"crossover{suffix}"] = crossovers
+        models[f"drivers{suffix}"] = {s: None if c is None else drivers(element, s, RULE, n, c, model)
+                                      for s, c in crossovers.items()}
     return {"element": element, "rule": RULE, "block_size": n, "pair": [n, 2 * n], "distribution": "normal",
-            "crossover": crossovers,
-            "drivers": {s: None if c is None else drivers(element, s, RULE, n, c) for s, c in crossovers.items()},
+            **models,
             "prediction": f"with {SCALES[0].upper()} block scales, block {n} is worse than block {2 * n} for weights "
                           f"narrower than sigma*: the inversion starts at the first sweep point below it",
             "inputs": "the configuration only (no model, no data)"}
@@ -247,7 +254,8 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
                   tensor_cells: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]],
                   zero_shot: Sequence[Mapping[str, Any]], evidence: Evidence) -> dict[str, Any]:
     """The sweep's table and figure data: the ``points`` (:func:`sweep_points`), the pre-registered crossovers
-    and their ``position`` on the grid, per perplexity cell its perplexity and relative gap
+    (``crossover``, and ``crossover_paper`` when pre-registered: the authors' model) and their ``position`` (and
+    ``position_paper``) on the grid, per perplexity cell its perplexity and relative gap
     ``ppl / ppl(unquantized) - 1``, per point and variant the weights-only ``ppl(n) / ppl(2n) - 1`` with its
     bootstrap interval (``ratios``, ``evidence``'s settings), and per zero-shot cell its accuracy per task
     (:data:`ZERO_SHOT_ACCURACY`: cloze accuracy, choice length-normalised accuracy)."""
@@ -270,9 +278,11 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
                 ratios.append({"model": p["model"], "factor": p["factor"], "sigma": p["sigma"], "variant": variant,
                                **ratio_estimate(data, small, large, evidence).to_dict()})
     sigmas = [p["sigma"] for p in located]
-    return {"element": element, "pair": [n, m], "points": located, "crossover": dict(preregistered["crossover"]),
-            "position": {s: None if c is None else grid_position(sigmas, c)
-                         for s, c in preregistered["crossover"].items()},
+    stars = {x: dict(preregistered[f"crossover{x}"]) for x in MODEL_KEYS.values() if f"crossover{x}" in preregistered}
+    return {"element": element, "pair": [n, m], "points": located,
+            **{f"crossover{x}": star for x, star in stars.items()},
+            **{f"position{x}": {s: None if c is None else grid_position(sigmas, c) for s, c in star.items()}
+               for x, star in stars.items()},
             "unquantized": reference,
             "cells": cells, "ratios": ratios,
             "zero_shot": [{"model": r["name"], "cell": r["cell"], "variant": r["variant"],

@@ -12,6 +12,7 @@ import yaml
 pytestmark = pytest.mark.slow
 PAPER = "finer_is_better"
 CELL = "results/smoke/finer_is_better/ptq/smoke-c0.7/wa/e2m1-ue4m3-b4-four_over_six.json"
+PAPER_ROWS = "gap_agrees_with_paper"
 NUMERICAL = {"absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists", "four_over_six_resolves_region_b",
              "four_over_six_pz_resolves_region_b", "four_over_six_alone_leaves_region_a",
              "brute_force_finer_is_better", "heuristics_short_of_brute_force"}
@@ -20,8 +21,9 @@ NUMERICAL = {"absmax_reversal", "prevent_zero_removes_region_a", "region_b_persi
 def test_every_claim_has_its_rows_with_intervals(smoke_build):
     document = json.loads((smoke_build / f"results/smoke/{PAPER}/claims.json").read_text())
     config = yaml.safe_load((smoke_build / f"papers/{PAPER}/config.yaml").read_text())[PAPER]
-    sweep_ids = set(config["claims"]) - NUMERICAL
-    expected = NUMERICAL | {f"{cid}_{op}" for cid in sweep_ids for op in ("w", "wa")}
+    sweep_ids = set(config["claims"]) - NUMERICAL - {PAPER_ROWS}
+    paper_rows = {f"{PAPER_ROWS}_{v}" for v in config["paper_gaps"]["variants"]}
+    expected = NUMERICAL | {f"{cid}_{op}" for cid in sweep_ids for op in ("w", "wa")} | paper_rows
     assert {c["id"] for c in document["claims"]} == expected
     assert sum(document["counts"].values()) == len(expected)
     for row in document["claims"]:
@@ -32,6 +34,27 @@ def test_every_claim_has_its_rows_with_intervals(smoke_build):
         "brute_force_lowest", "brute_force_monotone", "prevent_zero_no_zero_scale", "prevent_zero_at_most_absmax",
         "sweep_preserves_function"}
     assert all(c["passed"] for c in document["checks"])
+    for row in document["claims"]:  # the smoke model is not the paper's Llama-3.1-8B
+        if row["id"] in paper_rows:
+            assert row["verdict"] == "not testable at this scale"
+            assert row["reason"].startswith("needs Llama-3.1-8B as it is"), row["reason"]
+
+
+def test_the_report_sets_the_paper_beside_ours(smoke_build):
+    context = json.loads((smoke_build / f"results/smoke/{PAPER}/report/context.json").read_text())
+    tables = {t["caption"].split(":")[0]: t for t in context["tables"]}
+    shape = tables["The paper's shape statistics beside ours, weights + activations"]
+    assert shape["rows"][0][1].startswith("Llama-3.1-8B: 0.725 -> 0.270 (-62.8%)")  # from the authors' table
+    assert shape["rows"][0][2].startswith("smoke-c0.25 (sigma ")  # ours, per sweep point
+    numerics = tables["Numerics of the model study"]
+    assert {row[-1] for row in numerics["rows"]} == {"different"}  # smoke: ours, beside theirs
+    assert not any(t.startswith("Per cell") for t in tables)  # no model of the authors' in the smoke profile
+    html = (smoke_build / f"reports/smoke/{PAPER}.html").read_text(encoding="utf-8")
+    assert "<caption>The paper&#39;s shape statistics beside ours" in html
+    assert "<caption>Numerics of the model study: this run&#39;s convention (lowbit)" in html
+    assert "w (our extension)" in html
+    sums = (smoke_build / f"reports/smoke/{PAPER}.SHA256SUMS").read_text()
+    assert f"papers/{PAPER}/data/authors_results.csv" in sums
 
 
 def test_sweep_points_share_the_function_and_move_sigma(smoke_build):

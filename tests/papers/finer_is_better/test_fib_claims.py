@@ -4,6 +4,7 @@ that fail the build."""
 
 import copy
 import json
+import math
 
 import pytest
 from fib_testing import CONFIG, GRID, SPECS, THRESHOLDS, planted_cells, point_summary
@@ -12,7 +13,8 @@ from common.report import claims_document
 from common.report.claims import ImplementationCheckFailed
 from common.uncertainty import Evidence
 from papers.finer_is_better.__main__ import main
-from papers.finer_is_better.claims import all_claims, numerical_checks, numerical_claims
+from papers.finer_is_better.authors import RESULTS, gap, load_results
+from papers.finer_is_better.claims import all_claims, numerical_checks, numerical_claims, paper_gap_claims, sweeps_of
 from papers.finer_is_better.numerical import summary
 
 EVIDENCE = Evidence(0.95, 1000, 0)
@@ -127,7 +129,8 @@ def test_every_sweep_row_reproduced_per_operand():
     rows, checks = sweep()
     ids = [f"{cid}_{op}" for op in ("w", "wa") for cid in SWEEP_IDS]
     assert {cid: rows[cid].verdict for cid in ids} == dict.fromkeys(ids, "reproduced")
-    assert rows["u_shape_absmax_w"].group == "Model study on the sweep: the U-shape (weights only)"
+    assert rows["u_shape_absmax_w"].group == ("Model study on the sweep: the U-shape (weights only; our extension: "
+                                              "the authors' repository has no weights-only run)")
     # the U-shape row is the smaller of the two Region A/B points: exp(0.05 - 0.02) - 1 at sigma 0.02
     assert rows["u_shape_absmax_w"].estimate.value == pytest.approx(0.0304545, rel=1e-5)
     assert rows["u_shape_absmax_w"].detail == ("ppl(4)/ppl(16) - 1 at sigma 0.001: +0.323, sigma 0.02: "
@@ -204,3 +207,87 @@ def test_claims_step_names_bad_evidence_settings(tmp_path, capsys):
     assert main(claims_argv(tmp_path, {"level": 0.95, "resamples": 1000})) == 2
     assert "evidence settings: missing ['seed'], unknown nothing" in capsys.readouterr().err
     assert not (tmp_path / "claims.json").exists()
+
+
+# --- the paper-scale rows: our W+A gap beside the authors' published one ----------------------------------------
+
+PAPER_GAPS = CONFIG["paper_gaps"]
+LLAMA_B4 = {"absmax": 0.725, "four_over_six": 0.27, "prevent_zero": 0.591, "hierarchical": 0.2076930236816405}
+BF16 = 6.33
+
+
+def llama(offsets=None, noise=0.0, variants=tuple(LLAMA_B4)):
+    """The sweep point ``llama31_8b-c1`` whose W+A block-4 gap of each variant is the paper's plus ``offsets``
+    (exact without noise: gap = ppl e^r - ppl with r = log(1 + gap/ppl))."""
+    gaps = {v: LLAMA_B4[v] + (offsets or {}).get(v, 0.0) for v in variants}
+    ratios = {("ue4m3", v, block): math.log1p(g / BF16) for v, g in gaps.items() for block in (4, 16)}
+    return point_summary("llama31_8b-c1", 0.02, ratios, noise=noise, seed=7, perplexity=BF16, operands=("wa",))
+
+
+def paper_rows(points, gaps=PAPER_GAPS):
+    sweeps = sweeps_of(points, numerical_summary())
+    rows = paper_gap_claims(sweeps, SPECS["gap_agrees_with_paper"], gaps, load_results(), EVIDENCE, ["m.json"])
+    return {c.id.removeprefix("gap_agrees_with_paper_"): c for c in rows}
+
+
+def test_paper_gap_rows_reproduced_when_our_gap_is_the_papers():
+    rows = paper_rows([llama()])
+    assert list(rows) == ["absmax", "four_over_six", "prevent_zero", "hierarchical"]
+    assert {v: c.verdict for v, c in rows.items()} == dict.fromkeys(rows, "reproduced")
+    absmax = rows["absmax"]
+    assert absmax.estimate.value == pytest.approx(0.0, abs=1e-9)
+    assert absmax.prediction.direction == "within"
+    assert absmax.prediction.threshold == 0.05
+    assert absmax.paper == ("the authors' results/results.csv (commit 482918d), weights + activations: "
+                            "Llama-3.1-8B UE4M3 absmax block 4: 0.725")
+    assert absmax.group == ("Paper scale: our weights + activations gap beside the authors' published one "
+                            "(Llama-3.1-8B, UE4M3, block 4)")
+    assert absmax.detail == "llama31_8b-c1: our gap 0.725, the paper's 0.725"
+    assert rows["hierarchical"].paper.endswith("hierarchical block 4: 0.208")
+
+
+def test_paper_gap_rows_contradicted_and_inconclusive():
+    rows = paper_rows([llama({"absmax": 0.2, "four_over_six": -0.1})])
+    assert rows["absmax"].verdict == "contradicted"
+    assert rows["absmax"].estimate.value == pytest.approx(0.2, abs=1e-9)
+    assert rows["four_over_six"].verdict == "contradicted"
+    assert rows["prevent_zero"].verdict == "reproduced"
+    noisy = paper_rows([llama({"absmax": 0.05}, noise=0.02)])["absmax"]
+    assert noisy.verdict == "inconclusive"
+    low, high = noisy.estimate.low, noisy.estimate.high
+    assert low < -0.05 < high or low < 0.05 < high  # the interval straddles an end of the margin
+
+
+def test_paper_gap_rows_not_testable_without_the_model_or_the_cell():
+    rows = paper_rows(planted_sweep())
+    assert {c.verdict for c in rows.values()} == {"not testable at this scale"}
+    assert rows["absmax"].reason == ("needs Llama-3.1-8B as it is (workflow external model llama31_8b, sweep factor "
+                                     "1; the paper profile); this run evaluates small-c0.001, small-c0.02, small-c1")
+    partial = paper_rows([llama(variants=("absmax", "four_over_six", "prevent_zero"))])
+    assert partial["absmax"].verdict == "reproduced"
+    assert partial["hierarchical"].verdict == "not testable at this scale"
+    assert partial["hierarchical"].reason.startswith("this run has no weights + activations cell ue4m3 hierarchical "
+                                                     "block 4 of llama31_8b-c1")
+
+
+def test_paper_gap_rows_refuse_a_cell_the_authors_never_ran():
+    with pytest.raises(ValueError, match=r"paper_gaps: the authors' table has no llama31_8b ue4m3 brute_force block 4"):
+        paper_rows([llama()], {**PAPER_GAPS, "variants": ["brute_force"]})
+
+
+def test_the_margin_is_below_half_of_every_variant_s_distance_from_absmax():
+    # the config's stated reason, checked on the authors' table: each variant's block-4 gap lies more than twice
+    # the margin from abs-max's, so agreement within the margin cannot mistake a variant for abs-max
+    table, margin = load_results(), SPECS["gap_agrees_with_paper"].prediction.threshold
+    absmax = gap(table, "llama31_8b", "ue4m3", "absmax", 4)
+    distances = {v: abs(gap(table, "llama31_8b", "ue4m3", v, 4) - absmax) for v in PAPER_GAPS["variants"][1:]}
+    assert min(distances.values()) == pytest.approx(0.134)  # prevent-zero's
+    assert min(distances.values()) > 2 * margin
+
+
+def test_all_claims_adds_the_paper_rows_and_cites_the_table():
+    rows, _ = sweep()
+    assert [cid for cid in rows if cid.startswith("gap_agrees")] == [
+        f"gap_agrees_with_paper_{v}" for v in ("absmax", "four_over_six", "prevent_zero", "hierarchical")]
+    assert rows["gap_agrees_with_paper_absmax"].verdict == "not testable at this scale"
+    assert rows["gap_agrees_with_paper_absmax"].evidence == ("m.json", str(RESULTS))

@@ -1,17 +1,27 @@
 """Report context: the regions and gap tables, and a full context that the shared renderer accepts."""
 
 import json
+import math
 
 import matplotlib
 import pytest
-from fib_testing import GRID, SPECS, THRESHOLDS, planted_cells, point_summary
+from fib_testing import CONFIG, GRID, SPECS, THRESHOLDS, planted_cells, point_summary
 
 matplotlib.use("Agg")
 
 from common.report import claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
+from papers.finer_is_better.authors import load_results, load_source
 from papers.finer_is_better.claims import numerical_checks, numerical_claims
-from papers.finer_is_better.context import build_context, mse_table, regions_table, sweep_table
+from papers.finer_is_better.context import (
+    build_context,
+    mse_table,
+    numerics_table,
+    paper_cells_table,
+    regions_table,
+    shape_table,
+    sweep_table,
+)
 from papers.finer_is_better.figures import caption, mse_figure
 from papers.finer_is_better.numerical import summary
 
@@ -43,8 +53,10 @@ def test_sweep_table():
     table = sweep_table([point_summary("small-c1", 0.028, POINT, operands=("w",)),
                          point_summary("small-c0.5", 0.014, POINT, operands=("w",))])
     assert table["columns"] == ["sigma", "model", "ppl", "operands", "scale", "variant", "b4", "b16"]
-    assert table["rows"] == [["0.014", "small-c0.5", "10.000", "w", "UE4M3", "absmax", "0.513", "0.202"],
-                             ["0.028", "small-c1", "10.000", "w", "UE4M3", "absmax", "0.513", "0.202"]]
+    w = "w (our extension)"
+    assert table["rows"] == [["0.014", "small-c0.5", "10.000", w, "UE4M3", "absmax", "0.513", "0.202"],
+                             ["0.028", "small-c1", "10.000", w, "UE4M3", "absmax", "0.513", "0.202"]]
+    assert table["caption"].endswith("w: weights only; our extension: the authors' repository has no weights-only run")
 
 
 def test_mse_table_at_reference_sigmas(planted):
@@ -66,14 +78,15 @@ def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
     mse_figure(planted, "ue4m3", "absmax", "results/mse-ue4m3-absmax.png", "results/mse-ue4m3-absmax.pdf")
     figure = {"id": "mse-ue4m3-absmax", "caption": caption("mse-ue4m3-absmax"),
               "png": "results/mse-ue4m3-absmax.png", "pdf": "results/mse-ue4m3-absmax.pdf"}
-    context = build_context(config={"element": "e2m1"}, profile="smoke", numerical=planted, models=models,
+    context = build_context(config=CONFIG, profile="smoke", numerical=planted, models=models,
                             claims=claims, figures=[figure],
                             artifacts=["results/summary.json", figure["png"], figure["pdf"],
                                        "results/summary.json"],
                             rerun_examples=[], seeds={"numerical": 0}, stage_seconds={"mse": 1.0})
     assert context["artifacts"] == ["results/mse-ue4m3-absmax.pdf", "results/mse-ue4m3-absmax.png",
                                     "results/summary.json"]
-    assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Regions", "Where", "Relative", "The"]
+    assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Regions", "Where", "Relative", "The", "The",
+                                                                       "Numerics"]
     assert len(context["claims"]) == 8
     assert len(context["checks"]) == 4
     (tmp_path / "context.json").write_text(json.dumps(context))
@@ -91,5 +104,59 @@ def test_context_refuses_a_typed_verdict(planted):
     document = claims_document(numerical_claims(planted, SPECS, "s.json"), [])
     document["claims"][0] = {**document["claims"][0], "verdict": "contradicted"}
     with pytest.raises(ValueError, match=r"claim 'absmax_reversal': verdict 'contradicted' does not follow"):
-        build_context(config={}, profile="smoke", numerical=planted, models=[], claims=document, figures=[],
+        build_context(config=CONFIG, profile="smoke", numerical=planted, models=[], claims=document, figures=[],
                       artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
+
+
+# --- the paper beside ours --------------------------------------------------------------------------------------
+
+def gaps_point(model, sigma, gaps, operands=("wa",)):
+    """A point whose cell (scale, variant, block) has exactly the perplexity gap ``gaps[...]`` (reference ppl 10)."""
+    return point_summary(model, sigma, {k: math.log1p(g / 10.0) for k, g in gaps.items()}, operands=operands)
+
+
+def test_shape_table_computes_the_papers_statistics_from_its_table():
+    ours = gaps_point("small-c1", 0.028, {("ue4m3", "absmax", 4): 0.5, ("ue4m3", "absmax", 16): 0.25,
+                                         ("ue4m3", "four_over_six", 4): 0.2, ("ue4m3", "prevent_zero", 4): 0.4})
+    table = shape_table([ours], load_results(), [4, 16], load_source())
+    assert table["columns"] == ["statistic", "the paper (the authors' table)", "ours (this run)"]
+    assert "clee1994/finer_is_better results/results.csv at commit 482918d" in table["caption"]
+    cut, pz, hierarchical, best = table["rows"]
+    assert cut[0] == "4/6's change of the block-4 gap (UE4M3 abs-max -> 4/6)"
+    assert cut[1].startswith("Llama-3.1-8B: 0.725 -> 0.270 (-62.8%); Granite-3.3-8B: 0.865 -> 0.434 (-49.8%)")
+    assert cut[2] == "small-c1 (sigma 0.028): 0.500 -> 0.200 (-60.0%)"
+    assert pz[1].startswith("Llama-3.1-8B: 0.725 -> 0.591 (-18.5%)")
+    assert pz[2] == "small-c1 (sigma 0.028): 0.500 -> 0.400 (-20.0%)"
+    assert hierarchical[1].startswith("Llama-3.1-8B: 0.109 -> 0.115 (+5.9%); Granite-3.3-8B: -0.081 -> -0.065 "
+                                      "(difference +0.016)")  # a gap at or below zero: no relative change
+    assert hierarchical[2] == "not in these cells"
+    assert best[0] == "abs-max (UE4M3): the block size of the smallest gap, of blocks 4, 16"
+    assert best[1] == ("Llama-3.1-8B: block 16; Granite-3.3-8B: block 16; DeepSeek-LLM-7B-Base: block 4; "
+                       "Qwen2.5-14B: block 4")
+    assert best[2] == "small-c1 (sigma 0.028): block 16"
+
+
+def test_paper_cells_table_per_cell_of_the_authors_models():
+    llama = gaps_point("llama31_8b-c1", 0.02, {("ue4m3", "absmax", 4): 0.75, ("ue4m3", "brute_force", 4): 0.1},
+                       operands=("w", "wa"))
+    table = paper_cells_table([llama, gaps_point("small-c1", 0.028, {("ue4m3", "absmax", 4): 0.5})], load_results(),
+                              load_source())
+    assert table["columns"] == ["model", "scale", "variant", "block", "ours", "the paper", "ours - paper"]
+    assert table["rows"] == [["Llama-3.1-8B", "UE4M3", "absmax", 4, "0.750", "0.725", "+0.025"],
+                             ["Llama-3.1-8B", "UE4M3", "brute_force", 4, "0.100",
+                              "not in the authors' table (our extension)", ""]]
+    assert paper_cells_table([gaps_point("llama31_8b-c0.5", 0.01, {("ue4m3", "absmax", 4): 0.5})], load_results(),
+                             load_source()) is None  # a rescaled point is not the authors' model
+
+
+@pytest.mark.parametrize(("numerics", "same"), [("lowbit", False), ("finer_is_better_authors", True)])
+def test_numerics_table_sets_this_run_beside_the_authors(numerics, same):
+    table = numerics_table(numerics)
+    assert table["caption"].startswith(f"Numerics of the model study: this run's convention ({numerics}) beside the "
+                                       "authors' (finer_is_better_authors")
+    assert table["columns"] == ["aspect", "this run", "the authors'", "where the authors do it", "same or different"]
+    assert len(table["rows"]) >= 5  # one per aspect: scope, ties, arithmetic, E8M0 4/6, UE5M3 target and max
+    verdicts = {row[0]: row[-1] for row in table["rows"]}
+    assert set(verdicts.values()) == {"same"} if same else "different" in verdicts.values()
+    ties = next(row for row in table["rows"] if row[0].startswith("round-to-nearest ties"))
+    assert ties[1:3] == (["to the smaller magnitude"] * 2 if same else ["to even", "to the smaller magnitude"])

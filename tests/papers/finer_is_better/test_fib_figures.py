@@ -91,11 +91,22 @@ def test_plot_sweep_draws_each_rule_with_its_interval(planted):
     fig = figures.plot_sweep(planted, points, "w", Evidence(0.95, 1000, 0))
     try:
         ax = fig.axes[0]
-        assert ax.get_title() == "small sweep, weights only in E2M1"
+        assert ax.get_title() == ("small sweep, weights only in E2M1\n(our extension: the authors' repository has no "
+                                  "weights-only run)")
         (line,) = [ln for ln in ax.lines if ln.get_label() == "UE4M3 absmax"]
         assert list(line.get_xdata()) == pytest.approx([0.02, 0.04, 0.08])
         # ppl(4)/ppl(16) - 1 = exp(0.01 c - 0.02) - 1 up to the planted window noise
         assert list(line.get_ydata()) == pytest.approx([math.expm1(0.01 * c - 0.02) for c in (1, 2, 4)], abs=2e-3)
         assert len(ax.collections) == 1  # one interval band per rule
+    finally:
+        matplotlib.pyplot.close(fig)
+
+
+def test_plot_sweep_marks_only_the_weights_only_run_as_our_extension(planted):
+    points = [point_summary(f"small-c{c:g}", 0.02 * c, {("ue4m3", "absmax", 4): 0.01, ("ue4m3", "absmax", 16): 0.02})
+              for c in (1.0, 2.0)]
+    fig = figures.plot_sweep(planted, points, "wa", Evidence(0.95, 1000, 0))
+    try:
+        assert fig.axes[0].get_title() == "small sweep, weights and activations in E2M1"
     finally:
         matplotlib.pyplot.close(fig)

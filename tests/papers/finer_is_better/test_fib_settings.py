@@ -9,10 +9,12 @@ from snakemake.utils import validate
 from snakemake_interface_common.exceptions import WorkflowError
 
 from common.ptq import QuantSpec
+from papers.finer_is_better.authors import load_results
 from papers.finer_is_better.settings import (
     cell_name,
     cells,
     check_config,
+    model_options,
     parse_cell,
     profile_config,
     quant_spec,
@@ -100,6 +102,15 @@ def test_unknown_variant_in_a_profile_is_named(raw):
      r"finer_is_better\.numerical\.block_sizes \[4, 16\] lacks 8: the claims compare blocks 4 and 8"),
     (lambda c: c["model"].update(block_sizes=[8, 32]),
      r"finer_is_better\.model\.block_sizes \[8, 32\] lacks 4, 16: the claims compare blocks 4 and 16"),
+    (lambda c: c.update(numerics="theirs"), r"finer_is_better\.numerics: unknown numerics convention 'theirs'"),
+    (lambda c: c["paper_gaps"].update(model="llama2_7b"),
+     r"finer_is_better\.paper_gaps\.model: unknown model of the authors' table 'llama2_7b'"),
+    (lambda c: c["paper_gaps"].update(variants=["absmax", "oracle"]),
+     r"finer_is_better\.paper_gaps\.variants: unknown variant 'oracle'"),
+    (lambda c: c["paper_gaps"].update(variants=["brute_force"]),
+     r"finer_is_better\.paper_gaps: the authors' table has no llama31_8b ue4m3 brute_force block 4"),
+    (lambda c: c["paper_gaps"].update(block_size=512),
+     r"finer_is_better\.paper_gaps: the authors' table has no llama31_8b ue4m3 absmax block 512"),
 ])
 def test_check_config_names_the_offending_value(raw, edit, message):
     config = {k: v for k, v in raw.items() if k != "profiles"}
@@ -192,3 +203,50 @@ def test_quant_spec(raw):
         quant_spec(config, "e2m1-ue9m9-b4-absmax")
     with pytest.raises(ValueError, match=r"cell name 'e2m1-ue4m3-b4' is not"):
         quant_spec(config, "e2m1-ue4m3-b4")
+
+
+def test_numerics_per_profile(raw):
+    numerics = {p: profile_config(raw, p)["numerics"] for p in PROFILES}
+    assert numerics == {"smoke": "lowbit", "default": "lowbit", "full": "lowbit", "paper": "finer_is_better_authors",
+                        "standin": "finer_is_better_authors"}
+
+
+def test_unknown_numerics_is_named(raw):
+    raw["profiles"]["paper"]["numerics"] = "theirs"
+    with pytest.raises(ValueError, match=r"finer_is_better\.numerics: unknown numerics convention 'theirs'; valid "
+                                         r"numerics conventions: lowbit, finer_is_better_authors"):
+        profile_config(raw, "paper")
+
+
+def test_the_paper_profile_runs_every_variant_of_the_authors_table(raw):
+    paper = profile_config(raw, "paper")
+    table = load_results()
+    for scale in ("ue4m3", "ue5m3"):
+        theirs = set(table[table["scale"] == scale]["variant"])
+        assert set(paper["model"]["cells"][scale]) - {"brute_force"} == theirs  # brute force: our extension
+    assert "brute_force" not in set(table["variant"])
+    assert paper["model"]["block_sizes"] == sorted(table["block_size"].unique())
+    standin = profile_config(raw, "standin")["model"]["cells"]
+    assert standin == {"ue4m3": ["absmax", "prevent_zero", "four_over_six", "hierarchical"],
+                       "ue5m3": ["four_over_six", "hierarchical"]}
+
+
+def test_model_options_under_our_numerics_are_todays(raw):
+    config = profile_config(raw, "default")
+    for variant in config["variants"]:
+        assert model_options(config, "ue5m3", variant) == variant_options(config, variant)
+    assert quant_spec(config, "e2m1-ue5m3-b4-hierarchical_pz") == QuantSpec(
+        "e2m1", "ue5m3", 4, "absmax", True, "row", (), 448.0)
+
+
+def test_model_options_under_the_authors_numerics(raw):
+    config = profile_config(raw, "paper")
+    assert quant_spec(config, "e2m1-ue4m3-b4-hierarchical") == QuantSpec(
+        "e2m1", "ue4m3", 4, "absmax", False, "slice", (), 448.0, ties="down", compute_dtype="bfloat16")
+    assert quant_spec(config, "e2m1-ue5m3-b8-hierarchical_four_over_six_pz") == QuantSpec(
+        "e2m1", "ue5m3", 8, "four_over_six", True, "slice", (), 61440.0, ties="down", compute_dtype="bfloat16")
+    assert quant_spec(config, "e2m1-ue4m3-b16-four_over_six_pz") == QuantSpec(
+        "e2m1", "ue4m3", 16, "four_over_six", True, ties="down", compute_dtype="bfloat16")
+    config["hierarchical_target"] = 6 * 448  # ours only: the authors' targets come from their convention
+    assert quant_spec(config, "e2m1-ue4m3-b4-hierarchical").global_target == 448.0
+    assert variant_options(config, "hierarchical")["global_target"] == 2688.0  # the numerical study's (ours)

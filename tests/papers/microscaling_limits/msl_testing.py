@@ -3,7 +3,10 @@
 * :func:`tiny_config`: the paper config (default profile) shrunk to a few sigmas, block sizes and 4096 samples.
 * :func:`sim_cell`: a simulation cell with chosen rows, for exact validation/crossover arithmetic.
 * :func:`fake_block_mse`: a stand-in for :func:`common.theory.block_mse` reading a table of binary fractions, so
-  that every ratio :func:`papers.microscaling_limits.curves.validation` computes is exact.
+  that every ratio :func:`papers.microscaling_limits.curves.validation` computes is exact; :func:`fake_models`
+  the same per analytic model (``model="exact"`` or ``"paper"``).
+* :func:`model_fit`, :func:`comparison_result`: the analytic models' comparison on the authors' grid, in the format
+  ``analytic_models.compare`` writes.
 * :func:`validation_result`, :func:`tensor_summary`, :func:`gap_summary`: the inputs of the claims, figures and
   context, in the formats ``curves.validation``, ``tensors.tensor_cell`` and ``model_study.gap_summary`` write.
 * The sweep (:mod:`papers.microscaling_limits.sweep`): :func:`sweep_models`, :func:`sweep_tensor_cell`,
@@ -36,6 +39,7 @@ TINY = {
                "distributions": ["normal", "laplace"]},
     "simulation": {"sigma": {"low": 1.0e-3, "high": 1.0e-1, "points": 3}, "samples": 4096, "seed": 0,
                    "block_sizes": [4, 8]},
+    "paper_model": {"block_sizes": [4, 8], "samples": 4096, "figure_blocks": [8]},
     "tensors": {"models": ["base"], "block_sizes": [8, 16]},
     "model": {"block_sizes": [4, 8], "window": 128, "stride": 128, "max_tokens": 8192},
 }
@@ -74,6 +78,35 @@ def fake_block_mse(totals, calls=None):
         return {"non_max": total / 2, "max_element": total / 4, "zero_blocks": total / 4, "total": total}
 
     return block_mse
+
+
+def fake_models(totals, calls=None):
+    """A ``block_mse(sigma, n, elem, scale, rule, model=...)`` whose total is ``totals[(model, scale, n, sigma)]``
+    (parts as :func:`fake_block_mse`); ``calls`` collects ``(sigma, n, scale, model)``."""
+
+    def block_mse(sigma, n, elem="e2m1", scale="ue4m3", rule="absmax", *, model="exact", **options):
+        if calls is not None:
+            calls.append((sigma, n, scale, model))
+        return fake_block_mse({(scale, n, sigma): totals[(model, scale, n, sigma)]})(sigma, n, elem, scale, rule)
+
+    return block_mse
+
+
+def model_fit(worst, signed=None, sigma=0.0075, block_size=32, relative_se=0.002, mean=0.005, chi2=1e-8,
+              resolved_points=10, points=12):
+    """One model's entry of ``analytic_models.compare(...)["fits"][scale]`` (``worst`` None: nothing resolved)."""
+    out = {"points": points, "resolved_points": resolved_points if worst is not None else 0, "worst": worst,
+           "mean": mean if worst is not None else None, "chi2": chi2}
+    if worst is not None:
+        out |= {"worst_signed": -worst if signed is None else signed, "sigma": sigma, "block_size": block_size,
+                "relative_se": relative_se}
+    return out
+
+
+def comparison_result(paper, exact, points=(), crossovers=(), scale="ue4m3"):
+    """An ``analytic_models.compare`` result with the fits ``paper`` and ``exact`` (:func:`model_fit`)."""
+    return {"element": "e2m1", "rule": "absmax", "resolved_se": 0.005, "points": list(points),
+            "fits": {scale: {"exact": exact, "paper": paper}}, "crossovers": list(crossovers), "wall_time_s": 3.0}
 
 
 def fit(max_relative_error=0.25, resolved=0.015, resolved_points=3, points=4, max_z=2.0, chi2=3.125e-8):

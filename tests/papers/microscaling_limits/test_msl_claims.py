@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from msl_testing import (
     EVIDENCE,
+    comparison_result,
     crossover_row,
-    fit,
+    model_fit,
     ppl_record,
     specs,
     sweep_models,
@@ -286,38 +287,93 @@ def test_tensor_rows_not_testable_without_predicted_inversions():
 
 
 # ---------------------------------------------------------------------------------------------- theory rows
-def resolved_points(error, se, extra=()):
-    return [{"relative_error": error, "simulation_relative_se": se} for _ in range(10)] + list(extra)
+def models_claim(paper, exact=None):
+    comparison = comparison_result(paper, exact or model_fit(0.004, signed=0.004))
+    return msl.paper_model_claim(SPECS["paper_model_matches_simulation"], comparison, 0.95, SOURCES)
 
 
-@pytest.mark.parametrize(("error", "verdict"), [(0.001, R), (0.05, C), (0.019, INC)])
-def test_theory_matches_simulation_follows_the_data(error, verdict):
-    unresolved = [{"relative_error": 0.5, "simulation_relative_se": 0.1}]  # rare zero blocks: not resolved
-    validation = validation_result(fits={"ue4m3": fit()}, points=resolved_points(error, 0.002, unresolved))
-    claim = msl.theory_match_claim(SPECS["theory_matches_simulation"], validation, 0.95, SOURCES)
+@pytest.mark.parametrize(("worst", "verdict"), [(0.01, R), (0.137, C), (0.019, INC)])
+def test_paper_model_matches_simulation_follows_the_data(worst, verdict):
+    claim = models_claim(model_fit(worst, signed=-worst, relative_se=0.002))
     assert claim.verdict == verdict
-    assert claim.estimate.value == pytest.approx(error)
-    assert claim.estimate.high - claim.estimate.value == pytest.approx(1.959964 * 0.002, rel=1e-6)
+    assert claim.estimate.value == worst
+    assert claim.estimate.high - claim.estimate.value == pytest.approx(1.959964 * (1 - worst) * 0.002, rel=1e-6)
+    assert claim.evidence == SOURCES
 
 
-def test_theory_matches_simulation_not_testable_without_resolved_points():
-    validation = validation_result(points=[{"relative_error": 0.5, "simulation_relative_se": 0.1}])
-    assert msl.theory_match_claim(SPECS["theory_matches_simulation"], validation, 0.95, SOURCES).verdict == T
+def test_paper_model_detail_names_the_worst_point_of_each_model():
+    claim = models_claim(model_fit(0.125, sigma=0.0075, block_size=32, mean=0.0078125, chi2=2.5e-7),
+                         model_fit(0.00390625, signed=0.00390625, sigma=0.004, block_size=8, mean=0.0009765625,
+                                   chi2=6e-8))
+    assert claim.detail == ("UE4M3: the paper's model worst -12.50% at sigma 0.0075, n 32, mean |error| 0.78%, chi2 "
+                            "2.5e-07 over 10 resolved of 12 points (ours, exact: worst +0.39% at sigma 0.004, n 8, "
+                            "mean 0.10%, chi2 6.0e-08)")
 
 
-def preregistered(zero_share=0.75, crossover=STAR):
+def test_paper_model_not_testable_without_resolved_points():
+    claim = models_claim(model_fit(None), model_fit(None))
+    assert (claim.verdict, claim.reason) == (T, "no simulated point of the authors' grid resolves the model "
+                                                "(relative standard error <= 0.5%)")
+
+
+@pytest.mark.parametrize(("exact", "paper", "verdict"), [(0.004, 0.137, R), (0.05, 0.01, C), (0.02, 0.021, INC)])
+def test_exact_model_beats_the_paper_model_follows_the_data(exact, paper, verdict):
+    comparison = comparison_result(model_fit(paper, relative_se=0.003), model_fit(exact, relative_se=0.004))
+    claim = msl.exact_advantage_claim(SPECS["exact_model_beats_paper_model"], comparison, 0.95, SOURCES)
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx(exact - paper)
+    se = math.hypot((1 - exact) * 0.004, (1 - paper) * 0.003)
+    assert claim.estimate.high - claim.estimate.value == pytest.approx(1.959964 * se, rel=1e-6)
+    assert claim.group.startswith("Our finding, not the paper's")
+    assert claim.statement.startswith("Our finding, not the paper's")
+
+
+def test_exact_model_beats_the_paper_model_not_testable_without_resolved_points():
+    claim = msl.exact_advantage_claim(SPECS["exact_model_beats_paper_model"],
+                                      comparison_result(model_fit(None), model_fit(None)), 0.95, SOURCES)
+    assert claim.verdict == T
+
+
+def exact_points(error, z):
+    return [{"scale": "ue4m3", "block_size": 16, "sigma": 0.01, "exact_error": error, "exact_z": z}]
+
+
+@pytest.mark.parametrize(("validation_error", "error", "z", "passed"), [
+    (0.001, -0.019, 100.0, True),  # within 2%
+    (0.001, 0.05, 3.9, True),  # within 4 standard errors (a rare zero block dominates the sample)
+    (0.001, -0.021, 4.1, False),
+    (0.03, 0.001, 0.1, False),  # the log grid's point: 3% at 5 standard errors
+])
+def test_exact_model_check(validation_error, error, z, passed):
+    validation = validation_result(points=[{"scale": "ue5m3", "rule": "absmax", "block_size": 4, "sigma": 0.5,
+                                            "relative_error": validation_error, "z": 5.0}])
+    check = msl.exact_model_check(validation, comparison_result(model_fit(0.1), model_fit(0.01),
+                                                                exact_points(error, z)), SOURCES)
+    assert check.id == "exact_theory_matches_simulation"
+    assert check.passed is passed
+    assert check.measured.endswith(f"over 2 points; {0 if passed else 1} outside")
+    assert "not evidence for the paper" in check.statement
+
+
+def test_exact_model_check_fails_without_points():
+    check = msl.exact_model_check(validation_result(), comparison_result(model_fit(None), model_fit(None)), SOURCES)
+    assert (check.passed, check.measured) == (False, "no simulated points")
+
+
+def preregistered(zero_share=0.75, crossover=STAR, exact=STAR * 1.02):
     rest = (1 - zero_share) / 2
     drivers = None if crossover is None else {"sigma": crossover / 1.2, "non_max": rest, "max_element": rest,
                                               "zero_blocks": zero_share}
-    return {"pair": list(PAIR), "crossover": {"ue4m3": crossover, "ue5m3": None},
-            "drivers": {"ue4m3": drivers, "ue5m3": None}}
+    return {"pair": list(PAIR), "crossover_paper": {"ue4m3": crossover, "ue5m3": None},
+            "drivers_paper": {"ue4m3": drivers, "ue5m3": None}, "crossover": {"ue4m3": exact, "ue5m3": None},
+            "drivers": {"ue4m3": None, "ue5m3": None}}
 
 
 @pytest.mark.parametrize(("share", "verdict"), [(0.75, R), (4.3e-6, C), (0.5, INC)])  # 0.5 touches: straddles
 def test_zero_blocks_drive_reversal_follows_the_theory(share, verdict):
     claim = msl.zero_block_claim(SPECS["zero_blocks_drive_reversal"], preregistered(share), SOURCES)
     assert claim.verdict == verdict
-    assert claim.estimate.method == "exact (the theory by numerical integration)"
+    assert claim.estimate.method == "exact (the paper's model by numerical integration)"
 
 
 def test_zero_blocks_not_testable_without_a_crossover():
@@ -385,13 +441,17 @@ def all_claims(points, planted, **overrides):
     cells = [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)]
     zero = [zero_shot_record(m["model"], c, [1, 0, 1, 0], [0, 1, 1, 0]) for m in MODELS[2:]
             for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
+    validation_points = [{"scale": "ue4m3", "rule": "absmax", "block_size": 16, "sigma": 0.01,
+                          "relative_error": 0.001, "z": 0.5}]
     inputs = {"element": "e2m1", "preregistered": preregistered(4.3e-6),
               "validation": validation_result(zero_block=zero_rows(),
                                               crossovers=[crossover_row("ue4m3", 16, STAR)],
-                                              points=resolved_points(0.001, 0.002)),
+                                              points=validation_points),
+              "comparison": comparison_result(model_fit(0.125), model_fit(0.004), exact_points(0.004, 1.0)),
               "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells,
               "data": data(planted, paths=True), "zero_shot": zero, "evidence": EVIDENCE,
-              "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "theory", "tensors", "zero_shot")}}
+              "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "comparison", "theory", "tensors",
+                                                     "zero_shot")}}
     return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
 
 
@@ -400,18 +460,26 @@ def test_every_configured_claim_is_computed_in_order(points):
     assert [c.id for c in rows] == list(msl.CLAIM_IDS) == list(SPECS)
     verdicts = {c.id: c.verdict for c in rows}
     assert verdicts.pop("zero_blocks_drive_reversal") == C  # the theory: the max element drives the reversal
+    assert verdicts.pop("paper_model_matches_simulation") == C  # planted: 12.5% off
     assert verdicts.pop("sweep_wide_tensors_do_not_invert") == INC  # 2 tensors cannot show 90%
     assert verdicts.pop("sweep_narrow_tensors_invert") == INC
     assert verdicts.pop("sweep_ue5m3_tensors_do_not_invert") == INC
     assert set(verdicts.values()) == {R}
     document = claims_document(rows, checks)
-    assert document["counts"] == {R: 8, C: 1, INC: 3, T: 0}
+    assert document["counts"] == {R: 9, C: 2, INC: 3, T: 0}
     assert [c["id"] for c in document["checks"]] == ["theory_parts_sum_to_total",
                                                      "zero_block_probability_reconstruction",
+                                                     "exact_theory_matches_simulation",
                                                      "sweep_preserves_function", "sweep_moves_sigma_by_factor"]
     by_id = {c.id: c for c in rows}  # each row cites the cells it reads
     assert by_id["sweep_inversion_onset"].evidence == ("preregistered.json", "tensors.json", *(
         f"{m['model']}/e2m1-ue4m3-b{b}-weights.json" for m in MODELS for b in PAIR))
+    assert by_id["sweep_inversion_onset"].detail.startswith("sigma* = 0.016 (pre-registered, the paper's model)")
+    assert by_id["sweep_inversion_onset_exact"].detail.startswith(
+        "sigma* = 0.0163 (pre-registered, our exact model)")
+    assert by_id["paper_model_matches_simulation"].evidence == ("comparison.json",)
+    assert {c["id"]: c["evidence"] for c in document["checks"]}["exact_theory_matches_simulation"] == [
+        "validation.json", "comparison.json"]
     assert by_id["sweep_wide_no_inversion"].evidence[2:] == ("m-c1/e2m1-ue4m3-b16-weights.json",
                                                              "m-c1/e2m1-ue4m3-b32-weights.json")
     assert by_id["ue5m3_matches_ue4m3s_perplexity_activations"].evidence[2:] == tuple(

@@ -7,9 +7,11 @@ import matplotlib
 import pytest
 from msl_testing import (
     EVIDENCE,
+    comparison_result,
     crossover_row,
     fit,
     gap_summary,
+    model_fit,
     ppl_record,
     specs,
     sweep_models,
@@ -26,13 +28,15 @@ matplotlib.use("Agg")
 from common.report import claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
-from papers.microscaling_limits.claims import theory_checks, theory_match_claim, zero_block_claim
+from papers.microscaling_limits.claims import paper_model_claim, theory_checks, zero_block_claim
 from papers.microscaling_limits.context import (
     PAPER,
+    analytic_models_table,
     build_context,
     crossover_table,
     fit_table,
     gap_table,
+    model_crossover_table,
     sweep_gap_table,
     sweep_table,
     tensor_table,
@@ -63,6 +67,16 @@ def validation():
 
 
 @pytest.fixture
+def comparison():
+    crossovers = [{"scale": "ue4m3", "block_size": 8, "next_block_size": 16, "paper": 0.019118, "exact": 0.0193897,
+                   "simulation": 0.0194257}, {"scale": "ue4m3", "block_size": 16, "next_block_size": 32, "paper": None,
+                                              "exact": 0.016136, "simulation": None}]
+    return comparison_result(model_fit(0.125, sigma=0.0075, block_size=32, mean=0.0078125, chi2=2.5e-7),
+                             model_fit(0.00390625, signed=0.00390625, sigma=0.004, block_size=8, mean=0.0009765625,
+                                       chi2=6e-8), crossovers=crossovers)
+
+
+@pytest.fixture
 def tensors():
     return [tensor_summary("base", [("a.weight", "ue4m3", NARROW, True, True),
                                     ("a.weight", "ue5m3", NARROW, False, False),
@@ -70,8 +84,30 @@ def tensors():
                                     ("b.weight", "ue5m3", WIDE, False, False)])]
 
 
+def test_analytic_models_table(comparison):
+    table = analytic_models_table(comparison)
+    assert table["caption"].startswith("The two analytic models against simulation of Normal data on the authors' "
+                                       "grid")
+    assert table["caption"].endswith("(relative standard error <= 0.5%)")
+    assert table["columns"] == ["scale", "model", "worst error", "where", "mean |error|", "chi2 (MSE/sigma^2)",
+                                "resolved points"]
+    assert table["rows"] == [
+        ["UE4M3", "ours (exact)", "+0.39%", "sigma 0.004, n 8", "0.10%", "6.00e-08", "10 of 12"],
+        ["UE4M3", "the paper's (truncated at +-6s)", "-12.50%", "sigma 0.0075, n 32", "0.78%", "2.50e-07", "10 of 12"]]
+    nothing = comparison_result(model_fit(None), model_fit(None))
+    assert analytic_models_table(nothing)["rows"][0][2:5] == ["", "", ""]
+
+
+def test_model_crossover_table(comparison):
+    table = model_crossover_table(comparison)
+    assert table["columns"] == ["scale", "blocks", "the paper's model", "ours (exact)", "simulation"]
+    assert table["rows"] == [["UE4M3", "8 vs 16", "0.01912", "0.01939", "0.01943"],
+                             ["UE4M3", "16 vs 32", "none in range", "0.01614", "none in range"]]
+
+
 def test_fit_table(validation):
     table = fit_table(validation)
+    assert table["caption"].startswith("Our exact model vs simulation (an implementation check")
     assert table["columns"] == ["scale", "points", "largest relative error", "chi2 (MSE/sigma^2)"]
     assert table["rows"] == [["UE4M3", 41, "25.000%", "3.12e-08"], ["UE5M3", 41, "1.250%", "1.00e-09"]]
 
@@ -147,7 +183,8 @@ def sweep():
             r.update(ppl_record("m-c0.25", r["cell"], 0.25, 0.0))
     zero = [zero_shot_record("m-c0.25", c, [1, 0, 1, 1], [0, 1, 0, 0])
             for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
-    prereg = {"pair": [16, 32], "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}}
+    prereg = {"pair": [16, 32], "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5},
+              "crossover_paper": {"ue4m3": 0.02, "ue5m3": None}}
     return sweep_summary("e2m1", points, prereg, cells, records, zero, EVIDENCE)
 
 
@@ -158,7 +195,8 @@ def test_sweep_table(sweep):
                                                    ["0.25", "0.01 (0.01-0.01)", "20.086"]]
     assert table["rows"][1][3].startswith("+28.40% [")
     assert table["rows"][0][4] == "-3.08% [-3.08%, -3.08%]"
-    assert table["caption"].endswith("Pre-registered sigma*: UE4M3 0.016 (sweep position 0.66), UE5M3 6.3e-05 (sweep "
+    assert table["caption"].endswith("Pre-registered sigma*: the paper's model: UE4M3 0.02 (sweep position 0.50); "
+                                     "our exact model: UE4M3 0.016 (sweep position 0.66), UE5M3 6.3e-05 (sweep "
                                      "position 4.66)")
 
 
@@ -176,18 +214,19 @@ def test_zero_shot_table(sweep):
                              ["0.25", "0.01", "ue5m3", "b16", 4, "0.750", "0.250"]]
 
 
-def document(validation):
+def document(validation, comparison):
     rules = specs()
-    prereg = {"pair": [16, 32], "drivers": {"ue4m3": {"sigma": 0.013, "non_max": -3.1, "max_element": 4.1,
-                                                      "zero_blocks": 4.3e-6}}}
-    rows = [theory_match_claim(rules["theory_matches_simulation"], validation, 0.95, ["results/validation.json"]),
+    prereg = {"pair": [16, 32], "drivers_paper": {"ue4m3": {"sigma": 0.013, "non_max": -3.1, "max_element": 4.1,
+                                                            "zero_blocks": 4.3e-6}}}
+    rows = [paper_model_claim(rules["paper_model_matches_simulation"], comparison, 0.95,
+                              ["results/comparison.json"]),
             zero_block_claim(rules["zero_blocks_drive_reversal"], prereg, ["results/validation.json"])]
     checks = theory_checks([{"rows": [{"non_max": 0.5, "max_element": 0.25, "zero_blocks": 0.25, "total": 1.0}]}],
                            validation, ["results/validation.json"], "results/validation.json")
     return claims_document(rows, checks)
 
 
-def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_path, monkeypatch):
+def test_context_renders_with_the_shared_cli(validation, comparison, tensors, sweep, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
     results.mkdir()
@@ -201,8 +240,9 @@ def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_pat
         figures.append({"id": figure_id, "caption": caption(figure_id), "png": png, "pdf": pdf})
     for name in ("tensors.json", "summary.json"):
         (results / name).write_text("{}")
-    context = build_context(config=tiny_config(), profile="smoke", validation=validation, tensors=tensors,
-                            models=models, sweep=sweep, claims=document(validation), figures=figures,
+    context = build_context(config=tiny_config(), profile="smoke", validation=validation, comparison=comparison,
+                            tensors=tensors, models=models, sweep=sweep, claims=document(validation, comparison),
+                            figures=figures,
                             artifacts=["results/validation.json", "results/tensors.json", "results/summary.json",
                                        "results/validation.json"],
                             rerun_examples=["results/microscaling_limits/ptq/base/e2m1-ue5m3-b8.json"],
@@ -213,11 +253,14 @@ def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_pat
     assert context["artifacts"] == ["results/fit.pdf", "results/fit.png", "results/gap-base.pdf",
                                     "results/gap-base.png", "results/summary.json", "results/tensors.json",
                                     "results/validation.json"]
-    assert [t["caption"].split(" ")[0] for t in context["tables"]] == [
-        "Theory", "Crossovers:", "P(block", "The", "The", "Zero-shot", "base:", "base:"]
+    assert [" ".join(t["caption"].split(" ")[:2]) for t in context["tables"]] == [
+        "The two", "Crossovers under", "Our exact", "Crossovers: below", "P(block scale", "The sweep:", "The sweep",
+        "Zero-shot accuracy", "base: 2", "base: perplexity", "Numerics conventions"]
+    assert context["tables"][-1]["rows"][3] == ["largest UE4M3 scale, quantizer (saturation)", "448", "480",
+                                                "mx.cuh:65-69", "different"]
     assert context["rerun"][1] == {"cell": "e2m1-ue5m3-b8.json", "command": "snakemake --profile "
                                    "workflow/profiles/smoke results/microscaling_limits/ptq/base/e2m1-ue5m3-b8.json"}
-    assert {c["id"]: c["verdict"] for c in context["claims"]} == {"theory_matches_simulation": "reproduced",
+    assert {c["id"]: c["verdict"] for c in context["claims"]} == {"paper_model_matches_simulation": "contradicted",
                                                                   "zero_blocks_drive_reversal": "contradicted"}
     assert [c["id"] for c in context["checks"]] == ["theory_parts_sum_to_total",
                                                     "zero_block_probability_reconstruction"]
@@ -225,8 +268,8 @@ def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_pat
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    assert 'class="verdict verdict-reproduced"' in html or 'verdict-reproduced' in html
     assert "verdict-contradicted" in html
+    assert "the paper&#39;s (truncated at +-6s)" in html or "the paper's (truncated at +-6s)" in html
     assert "Is finer better? The limits of microscaling formats in LLMs" in html
     assert html.count("data:image/png;base64,") == 2
     assert 'src="http' not in html
@@ -234,9 +277,10 @@ def test_context_renders_with_the_shared_cli(validation, tensors, sweep, tmp_pat
     assert "results/validation.json" in (tmp_path / "r.SHA256SUMS").read_text()
 
 
-def test_context_refuses_a_typed_verdict(validation, sweep):
-    bad = document(validation)
+def test_context_refuses_a_typed_verdict(validation, comparison, sweep):
+    bad = document(validation, comparison)
     bad["claims"][1]["verdict"] = "reproduced"  # the interval says contradicted
     with pytest.raises(ValueError, match=r"claim 'zero_blocks_drive_reversal': verdict 'reproduced' does not follow"):
-        build_context(config={}, profile="smoke", validation=validation, tensors=[], models=[], sweep=sweep,
-                      claims=bad, figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
+        build_context(config={}, profile="smoke", validation=validation, comparison=comparison, tensors=[], models=[],
+                      sweep=sweep, claims=bad, figures=[], artifacts=[], rerun_examples=[], seeds={},
+                      stage_seconds={})

@@ -22,6 +22,7 @@ POINTS = [{"scale": scale, "rule": "absmax", "block_size": n, "sigma": s, "simul
 @pytest.mark.parametrize(("figure_id", "expected"), [
     ("fit", figures.CAPTIONS["fit"]),
     ("crossovers", figures.CAPTIONS["crossovers"]),
+    ("paper-model-ue4m3", "ue4m3: " + figures.CAPTIONS["paper-model"]),
     ("theory-vs-simulation-ue4m3", "ue4m3: " + figures.CAPTIONS["theory-vs-simulation"]),
     ("parts-ue5m3-b4", "ue5m3-b4: " + figures.CAPTIONS["parts"]),
     ("tensors-minilm", "minilm: " + figures.CAPTIONS["tensors"]),
@@ -115,6 +116,37 @@ def test_plot_crossovers_without_any_crossover(close):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["base weight sigmas"]
 
 
+def comparison_data():
+    """A ``paper_model/comparison.json`` of blocks 8 and 16 at sigmas 1e-4 (left out), 0.25 and 0.5; exact binary
+    fractions."""
+    points = [{"scale": scale, "block_size": n, "sigma": s, "simulation": s * s / n, "relative_se": 0.0078125,
+               "exact": s * s / n, "exact_error": 0.0, "paper": 1.25 * s * s / n, "paper_error": 0.25}
+              for scale in ("ue4m3", "ue5m3") for n in (8, 16) for s in (1e-4, 0.25, 0.5)]
+    return {"points": points}
+
+
+def test_plot_paper_model(close):
+    fig = figures.plot_paper_model(comparison_data(), "ue4m3", [8, 16])
+    close(fig)
+    assert len(fig.axes) == 4
+    top, bottom = fig.axes[0], fig.axes[2]  # block 8
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["UE4M3, n = 8", "UE4M3, n = 16"]
+    assert (top.get_yscale(), top.get_ylabel(), bottom.get_ylabel()) == ("log", r"MSE / $\sigma^2$",
+                                                                       "model / simulation - 1")
+    assert bottom.get_xlabel() == r"$\sigma$"
+    models = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()), line.get_linestyle())
+              for line in top.lines if line.get_label() in ("our model (exact)", "the paper's model")}
+    assert models == {"our model (exact)": ([0.25, 0.5], [0.125, 0.125], "-"),
+                      "the paper's model": ([0.25, 0.5], [0.15625, 0.15625], "--")}
+    errors = {line.get_label(): list(line.get_ydata()) for line in bottom.lines
+              if line.get_label() in ("our model (exact)", "the paper's model")}
+    assert errors == {"our model (exact)": [0.0, 0.0], "the paper's model": [0.25, 0.25]}
+    (band,) = bottom.collections  # the simulation's 95% band: +-1.96 relative standard errors
+    assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(1.96 * 0.0078125)
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["our model (exact)", "the paper's model",
+                                                                    "simulation"]
+
+
 def test_plot_tensors(close):
     cell = tensor_summary("base", [("a", "ue4m3", 2**-8, True, True), ("a", "ue5m3", 2**-8, False, False),
                                    ("b", "ue4m3", 2**-5, False, False)])
@@ -158,7 +190,7 @@ def sweep_summary_data():
              for p, gap in zip(points, (0.25, 1.0), strict=True) for v in ("ue4m3", "ue5m3") for b in (16, 32)
              for a in (False, True)]
     return {"pair": [16, 32], "points": points, "ratios": ratios, "cells": cells,
-            "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}}
+            "crossover": {"ue4m3": 0.016, "ue5m3": 6.3e-5}, "crossover_paper": {"ue4m3": 0.015625, "ue5m3": None}}
 
 
 def test_plot_sweep(close):
@@ -172,8 +204,13 @@ def test_plot_sweep(close):
     assert series["ue4m3"] == ([0.01, 0.04], [0.5, -0.25])
     assert series["ue5m3"] == ([0.01, 0.04], [-0.25, -0.25])
     labels = [t.get_text() for t in left.get_legend().get_texts()]
-    assert r"$\sigma^*$ ue4m3 (pre-registered)" in labels
-    assert r"$\sigma^*$ ue5m3 (pre-registered)" not in labels  # 6.3e-5 is far outside the sweep
+    # UE5M3's 6.3e-5 lies far outside the sweep: no line
+    assert labels == [r"$\sigma^*$ ue4m3 (the paper's model)", r"$\sigma^*$ ue4m3 (our exact model)", "ue4m3",
+                      "ue5m3"]
+    stars = {line.get_label(): (line.get_xdata()[0], line.get_linestyle()) for line in left.lines
+             if line.get_label().startswith("$")}
+    assert stars == {r"$\sigma^*$ ue4m3 (the paper's model)": (0.015625, "--"),
+                     r"$\sigma^*$ ue4m3 (our exact model)": (0.016, ":")}
     assert (right.get_yscale(), right.get_title()) == ("symlog", "Block 16")
     gaps = {line.get_label(): list(line.get_ydata()) for line in right.lines}
     assert gaps == {"ue4m3 W": [1.0, 0.25], "ue4m3 W+A": [1.0, 0.25], "ue5m3 W": [1.0, 0.25],

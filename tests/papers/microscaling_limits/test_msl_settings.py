@@ -48,6 +48,9 @@ def test_profile_overrides_merge_into_the_rest(raw):
     assert smoke["simulation"]["block_sizes"] == [4, 8, 16, 32]
     assert smoke["simulation"]["samples"] == 1048576  # not overridden: from the base
     assert smoke["tensors"] == {"models": ["base", "minilm"], "block_sizes": [8, 16, 32]}
+    assert smoke["paper_model"] == {"scales": ["ue4m3"], "block_sizes": [4, 8, 16, 32], "samples": 1048576,
+                                    "seed": 0, "figure_blocks": [8, 16, 32]}
+    assert raw["paper_model"]["block_sizes"] == [2, 4, 8, 16, 32, 64, 128, 256]  # the authors' script's
     assert (smoke["model"]["window"], smoke["model"]["stride"], smoke["model"]["max_tokens"]) == (128, 128, 8192)
     assert smoke["model"]["variants"] == ["ue4m3", "ue4m3s", "ue5m3"]
     assert smoke["sweep"] == {"model": None, "points": None, "block_size": 16, "figure_blocks": [],
@@ -95,6 +98,8 @@ def test_schema_names_a_misspelt_key(raw, where):
     (lambda c: c["sweep"].update(points=1), r"1 is less than the minimum of 2"),
     (lambda c: c["sweep"].update(block_size=12), r"12 is not one of"),
     (lambda c: c["profiles"].update(huge={}), r"'huge' is not one of"),
+    (lambda c: c["paper_model"].update(scales=["e8m0"]), r"'e8m0' is not one of"),
+    (lambda c: c["paper_model"].pop("figure_blocks"), r"'figure_blocks' is a required property"),
 ])
 def test_schema_refuses_bad_values_naming_them(raw, edit, message):
     edit(raw)
@@ -119,6 +124,8 @@ def test_schema_refuses_a_bad_value_in_the_merged_profile(raw):
     (lambda c: c["simulation"]["sigma"].update(high=1.0e-5),
      r"microscaling_limits\.simulation\.sigma: low 1e-05 must be below high 1e-05"),
     (lambda c: c["model"].update(stride=512), r"microscaling_limits\.model\.stride 512 exceeds window 256"),
+    (lambda c: c["paper_model"].update(figure_blocks=[8, 12, 512]),
+     r"microscaling_limits\.paper_model\.figure_blocks \[12, 512\] are not among its block_sizes \[2, 4"),
 ])
 def test_profile_config_names_the_offending_value(raw, edit, message):
     edit(raw)

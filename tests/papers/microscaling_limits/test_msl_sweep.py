@@ -9,6 +9,7 @@ import pytest
 from msl_testing import EVIDENCE, ppl_record, raw_config, sweep_models, sweep_tensor_cell, zero_shot_record
 
 from common.theory import crossover
+from papers.microscaling_limits import curves
 from papers.microscaling_limits.__main__ import main
 from papers.microscaling_limits.settings import profile_config
 from papers.microscaling_limits.sweep import (
@@ -96,6 +97,17 @@ def test_preregistration_from_the_configuration_alone():
     assert drivers["sigma"] == out["crossover"]["ue4m3"] / 1.2
     assert drivers["non_max"] + drivers["max_element"] + drivers["zero_blocks"] == pytest.approx(1.0)
     assert out["inputs"] == "the configuration only (no model, no data)"
+
+
+def test_preregistration_under_the_papers_model():
+    out = preregister({"element": "e2m1", "sweep": {"block_size": 16}})
+    assert out["crossover_paper"] == {"ue4m3": crossover(16, "e2m1", "ue4m3", model="paper"),
+                                      "ue5m3": crossover(16, "e2m1", "ue5m3", model="paper")}
+    assert out["crossover_paper"]["ue4m3"] == pytest.approx(0.015828, rel=1e-4)  # ours: 0.016136
+    drivers = out["drivers_paper"]["ue4m3"]
+    assert drivers == curves.drivers("e2m1", "ue4m3", "absmax", 16, out["crossover_paper"]["ue4m3"], "paper")
+    assert drivers["sigma"] == out["crossover_paper"]["ue4m3"] / 1.2
+    assert drivers != curves.drivers("e2m1", "ue4m3", "absmax", 16, out["crossover_paper"]["ue4m3"])  # non-max
 
 
 def test_sweep_points_median_sigma_widest_first():
