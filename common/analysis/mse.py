@@ -49,10 +49,9 @@ def block_stats(sigma: float, block_size: int, *, elem: str = "e2m1", scale: str
                 samples: int = 1 << 20, seed: int = 0, z: torch.Tensor | None = None,
                 **rule_options: Any) -> dict[str, float]:
     """``{"sigma", "mse", "relative_mse", "mse_standard_error", "zero_scale_fraction", "floor_scale_fraction"}``
-    at one sigma (module
-    docstring); ``z`` reuses a standard-normal draw."""
-    if ROW % block_size:
-        raise ValueError(f"block_size must divide {ROW}, got {block_size}")
+    at one sigma (module docstring); ``z`` reuses a standard-normal draw."""
+    if block_size < 1 or ROW % block_size:
+        raise ValueError(f"block_size must be a positive divisor of {ROW}, got {block_size}")
     if not sigma > 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
     x = (z if z is not None else standard_normal(samples, seed)) * sigma

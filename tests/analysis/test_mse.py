@@ -44,7 +44,8 @@ def test_grid_and_bad_input():
     assert np.allclose(np.diff(np.log10(grid)), 0.125)
     with pytest.raises(ValueError, match=r"low=1\.0"):
         sigma_grid(1.0, 0.1)
-    with pytest.raises(ValueError, match="block_size must divide 4096, got 3"):
-        block_mse(0.1, 3, samples=4096)
+    for bad in (3, 0, -4):
+        with pytest.raises(ValueError, match=f"block_size must be a positive divisor of 4096, got {bad}"):
+            block_mse(0.1, bad, samples=4096)
     with pytest.raises(ValueError, match="multiple of 4096, got 100"):
         block_mse(0.1, 4, samples=100)
