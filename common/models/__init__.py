@@ -63,9 +63,13 @@ ARCHITECTURES: dict[str, Architecture] = {
         # the default: ~10M parameters (vocab 8192), 8 blocks so "skip the first/last blocks" means something
         Architecture("small", 256, 688, 8, 4, 2, 512),
         # ~3.1M parameters (vocab 8192; ~1M in the 28 block linears): power-of-two widths, so every attention and
-        # MLP linear has a power-of-two in_features (128 or 512) and takes a Hadamard rotation (papers/winq); a
-        # QAT step of 8 x 128 tokens takes ~0.3 s on one core, so runs of ~800 steps fit in ~4 minutes
+        # MLP linear has a power-of-two in_features (128 or 512) and takes a Hadamard rotation; a QAT step of 8 x 128
+        # tokens takes ~0.3 s on one core, so runs of ~800 steps fit in ~4 minutes (papers/maxwindow_hif8's base)
         Architecture("tiny", 128, 512, 4, 4, 2, 512),
+        # papers/winq's base: `tiny` with tied embeddings and a 1024-wide MLP, ~2.8M parameters (vocab 8192), 63% of
+        # them in the 28 block linears that low-bit QAT quantizes (`tiny`: 32%; LLaMA-3.2-1B: 79%); every block
+        # linear's in_features (128 or 1024) a power of two (Hadamard); a training step costs ~1.2x `tiny`'s
+        Architecture("tiny_tied", 128, 1024, 4, 4, 2, 512, tie_word_embeddings=True),
     )
 }
 

@@ -5,6 +5,7 @@ A run trains a pretrained checkpoint further with quantizers attached and leaves
 
     model, tokenizer = load_model(init)
     attachment = attach(model)              # the method: quantizers on the model, its hooks, its record
+    attachment.prepare(tokens)              # what the method takes from the training split (before any write)
     write run_dir/qat.json = attachment.record
     train(model, tokens, config, run_dir, hooks=attachment.hooks, record={**attachment.record, "init": ...},
           stale_checkpoint="restart")       # resumes a checkpoint of the same config, record AND init weights
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from common.data import load_tokens
+from common.data import TokenShards, load_tokens
 from common.io import sha256_file, write_json
 from common.models import count_parameters, load_model, save_checkpoint
 from common.train import Hooks, TrainConfig, is_main_process, train
@@ -70,12 +71,17 @@ def parse_seed_cell(path: str | os.PathLike[str], depth: int = 0) -> tuple[str, 
 
 class Attachment:
     """What a QAT method attached to a model: its training ``hooks``, its ``record`` (JSON-like settings: what the
-    run did, compared on resume), and three steps the skeleton calls after training (module docstring). The base
-    class is the unquantized run: no hooks, nothing to finish, remove or save."""
+    run did, compared on resume), a step the skeleton calls before training and three it calls after (module
+    docstring). The base class is the unquantized run: no hooks, nothing to prepare, finish, remove or save."""
 
     def __init__(self, record: Mapping[str, Any], hooks: Hooks | None = None) -> None:
         self.record = dict(record)
         self.hooks = hooks or Hooks()
+
+    def prepare(self, train_tokens: torch.Tensor | TokenShards) -> None:
+        """Right after the attachment, before anything is written or trained: take what the method needs from the
+        training split's tokens (the stream the run trains on, :func:`common.data.load_tokens`); a ValueError here
+        leaves no file."""
 
     def finish(self, run_dir: Path) -> dict[str, Any]:
         """After training, quantizers still attached: write the method's run artifacts into ``run_dir`` and return
@@ -114,6 +120,7 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     train_tokens = load_tokens(tokenizer, train_split)
     val_tokens = load_tokens(tokenizer, validation_split, in_memory=True) if validation_split else None
     attachment = attach(model)
+    attachment.prepare(train_tokens)
     run_dir = Path(run_dir)
     writer = is_main_process()
     if writer:

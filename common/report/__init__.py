@@ -1,5 +1,5 @@
 """Report machinery shared by every paper: claims as evidence (predictions, intervals, rule-made verdicts) and
-implementation checks, provenance, checksums, HTML/LaTeX."""
+implementation checks, the regime card and the setup table, provenance, checksums, HTML/LaTeX."""
 
 from .checksums import verify_sha256sums, write_sha256sums
 from .claims import (
@@ -18,7 +18,9 @@ from .claims import (
 from .context import assemble, figure_entries, rerun_entries
 from .conventions import conventions_table
 from .provenance import config_hash, git_state, provenance, training_seconds
+from .regime import RegimeRow, RegimeSpec, regime_rows, regime_specs
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
+from .setup import first_tokens, model_size, number_list, scored_corpus, setup_rows
 
 __all__ = [
     "RULE",
@@ -28,6 +30,8 @@ __all__ = [
     "ClaimSpec",
     "ImplementationCheckFailed",
     "Prediction",
+    "RegimeRow",
+    "RegimeSpec",
     "assemble",
     "build_pdf",
     "claim_specs",
@@ -36,14 +40,21 @@ __all__ = [
     "conventions_table",
     "data_uri",
     "figure_entries",
+    "first_tokens",
     "git_state",
     "judge",
     "latex_escape",
+    "model_size",
+    "number_list",
     "provenance",
+    "regime_rows",
+    "regime_specs",
     "render_html",
     "render_index",
     "render_latex",
     "rerun_entries",
+    "scored_corpus",
+    "setup_rows",
     "training_seconds",
     "verdict_counts",
     "verify_sha256sums",

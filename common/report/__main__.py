@@ -73,6 +73,7 @@ def index(args: argparse.Namespace) -> None:
         reports.append({"title": context["paper"]["title"],
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
                         "counts": verdict_counts(c["verdict"] for c in context["claims"]),
+                        "outside_regime": sum(bool(c.get("outside_regime")) for c in context["claims"]),
                         "checks": sum(bool(c["passed"]) for c in context["checks"])})
     render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile), notice=args.notice)
 

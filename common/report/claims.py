@@ -12,7 +12,9 @@ the verdict. The rule (:meth:`Prediction.verdict`), for an interval ``[low, high
 * ``contradicted`` -- it lies entirely on the other side: ``high < t`` (above), ``low > t`` (below),
   ``high < -t`` or ``low > t`` (within);
 * ``inconclusive`` -- it straddles (or touches) the threshold;
-* ``not testable at this scale`` -- no estimate could be made; the row states why.
+* ``not testable at this scale`` -- no estimate could be made, or a quantity of the regime card that the claim
+  ``requires`` lies outside its bounds (:mod:`common.report.regime`: the row keeps its estimate and interval and names
+  the quantity with both numbers); the row states why.
 
 A claim with several parts is several rows under one ``group`` heading. A theorem, identity or code invariant
 is a :class:`Check`: it runs with the claims, a failed check fails the build (:func:`claims_document`), and it
@@ -23,18 +25,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.uncertainty import Estimate
 
+from .regime import RegimeRow, outside_regime
+
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 DIRECTIONS = ("above", "below", "within")
 SPEC_FIELDS = ("group", "statement", "paper", "statistic", "direction", "threshold", "source")
+OPTIONAL_SPEC_FIELDS = ("requires",)
 RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the threshold; contradicted: "
         "entirely on the other side; inconclusive: it straddles the threshold (for 'within', an equivalence test: "
         "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); not "
-        "testable at this scale: no estimate, with the reason stated")
+        "testable at this scale: no estimate, or a regime quantity the claim requires lies outside its bounds "
+        "(the estimate still shown), with the reason stated")
 
 
 class ImplementationCheckFailed(RuntimeError):  # noqa: N818 (names the event: a check failed)
@@ -82,13 +88,15 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    """A claim as the config states it, before any data: the paper's words and number, and our prediction."""
+    """A claim as the config states it, before any data: the paper's words and number, our prediction, and the
+    regime quantities its mechanism ``requires`` (row id -> reason; :mod:`common.report.regime`)."""
 
     id: str
     group: str
     statement: str
     paper: str
     prediction: Prediction
+    requires: Mapping[str, str] = field(default_factory=dict)
 
 
 def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims") -> dict[str, ClaimSpec]:
@@ -97,23 +105,30 @@ def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims")
     specs = {}
     for cid, entry in entries.items():
         missing = [f for f in SPEC_FIELDS if f not in entry]
-        unknown = [f for f in entry if f not in SPEC_FIELDS]
+        unknown = [f for f in entry if f not in SPEC_FIELDS + OPTIONAL_SPEC_FIELDS]
         if missing or unknown:
             raise ValueError(f"{where}.{cid}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+        requires = entry.get("requires", {})
+        if not isinstance(requires, Mapping) or not all(isinstance(r, str) and r for r in requires.values()):
+            raise ValueError(f"{where}.{cid}.requires must map regime quantities to the reason each is needed, "
+                             f"got {requires!r}")
         try:
             prediction = Prediction(str(entry["statistic"]), str(entry["direction"]), float(entry["threshold"]),
                                     str(entry["source"]))
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}.{cid}: {err}") from err
-        specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction)
+        specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction,
+                               dict(requires))
     return specs
 
 
 @dataclass(frozen=True)
 class Claim:
     """One row: the spec's text, our prediction, the estimate (None when not testable, with ``reason``), the
-    verdict (checked against the rule), ``detail`` (the numbers behind the estimate, formatted from artifacts)
-    and ``evidence`` (the artifacts used)."""
+    verdict (checked against the rule), ``detail`` (the numbers behind the estimate, formatted from artifacts),
+    ``evidence`` (the artifacts used), the regime quantities the claim ``requires`` and, when one of them is
+    outside its bounds, ``outside_regime`` (why; :func:`apply_regime` sets it): then the verdict is not testable
+    whatever the estimate."""
 
     id: str
     group: str
@@ -125,11 +140,13 @@ class Claim:
     detail: str = ""
     reason: str = ""
     evidence: tuple[str, ...] = field(default_factory=tuple)
+    requires: Mapping[str, str] = field(default_factory=dict)
+    outside_regime: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
-        expected = self.prediction.verdict(self.estimate)
+        expected = VERDICTS[3] if self.outside_regime else self.prediction.verdict(self.estimate)
         if self.verdict != expected:
             raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} does not follow from the estimate "
                              f"by the rule ({expected!r})")
@@ -142,7 +159,8 @@ class Claim:
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "estimate_text": "" if self.estimate is None else self.estimate.format(),
                 "verdict": self.verdict, "detail": self.detail, "reason": self.reason,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence), "requires": dict(self.requires),
+                "outside_regime": self.outside_regime}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Claim:
@@ -151,7 +169,8 @@ class Claim:
         prediction = Prediction(p["statistic"], p["direction"], float(p["threshold"]), p["source"])
         estimate = None if data["estimate"] is None else Estimate.from_dict(data["estimate"])
         return cls(data["id"], data["group"], data["statement"], data["paper"], prediction, estimate,
-                   data["verdict"], data.get("detail", ""), data.get("reason", ""), tuple(data.get("evidence", ())))
+                   data["verdict"], data.get("detail", ""), data.get("reason", ""), tuple(data.get("evidence", ())),
+                   dict(data.get("requires", {})), data.get("outside_regime", ""))
 
 
 def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reason: str = "",
@@ -159,7 +178,19 @@ def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reaso
     """The row of ``spec`` with its verdict made by the rule from ``estimate`` (None: not testable, ``reason``
     required)."""
     return Claim(spec.id, spec.group, spec.statement, spec.paper, spec.prediction, estimate,
-                 spec.prediction.verdict(estimate), detail, reason, tuple(evidence))
+                 spec.prediction.verdict(estimate), detail, reason, tuple(evidence), dict(spec.requires))
+
+
+def apply_regime(claims: Sequence[Claim], regime: Sequence[RegimeRow]) -> list[Claim]:
+    """Each claim with its ``outside_regime`` and verdict made from the regime card: not testable at this scale
+    when a row it requires is outside its bounds or not measured, else the rule's verdict from its estimate
+    (:func:`common.report.regime.outside_regime`; ValueError naming a required row the card lacks)."""
+    out = []
+    for claim in claims:
+        why = outside_regime(claim.requires, regime, claim.id)
+        out.append(replace(claim, outside_regime=why,
+                           verdict=VERDICTS[3] if why else claim.prediction.verdict(claim.estimate)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -178,9 +209,12 @@ class Check:
                 "evidence": list(self.evidence)}
 
 
-def claims_document(claims: Sequence[Claim], checks: Sequence[Check]) -> dict[str, Any]:
-    """``{"rule", "claims", "checks", "counts"}`` for ``claims.json``; raises
-    :class:`ImplementationCheckFailed` naming every failed check (so nothing is written)."""
+def claims_document(claims: Sequence[Claim], checks: Sequence[Check],
+                    regime: Sequence[RegimeRow] = ()) -> dict[str, Any]:
+    """``{"rule", "claims", "checks", "counts", "outside_regime", "regime"}`` for ``claims.json``: the claims
+    judged against the regime card (:func:`apply_regime`), ``outside_regime`` how many of the not-testable rows are
+    so because of it. Raises :class:`ImplementationCheckFailed` naming every failed check (so nothing is
+    written)."""
     failed = [c for c in checks if not c.passed]
     if failed:
         raise ImplementationCheckFailed("implementation checks failed: " + "; ".join(
@@ -189,8 +223,11 @@ def claims_document(claims: Sequence[Claim], checks: Sequence[Check]) -> dict[st
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"duplicate claim or check ids: {', '.join(duplicates)}")
+    claims = apply_regime(claims, regime)
     return {"rule": RULE, "claims": [c.to_dict() for c in claims], "checks": [c.to_dict() for c in checks],
-            "counts": verdict_counts(c.verdict for c in claims)}
+            "counts": verdict_counts(c.verdict for c in claims),
+            "outside_regime": sum(bool(c.outside_regime) for c in claims),
+            "regime": [row.to_dict() for row in regime]}
 
 
 def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:

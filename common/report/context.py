@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .claims import RULE, Check, Claim, claims_document
+from .regime import RegimeRow
 
 
 def figure_entries(pngs: Sequence[str], caption: Callable[[str], str]) -> list[dict[str, str]]:
@@ -29,20 +30,24 @@ def rerun_entries(key: str, profile: str, examples: Sequence[str]) -> list[dict[
 
 def assemble(*, paper: Mapping[str, str], figures: Sequence[Mapping[str, str]], tables: Sequence[Mapping[str, Any]],
              claims: Mapping[str, Any], provenance: Mapping[str, Any], rerun: Sequence[Mapping[str, str]],
-             artifacts: Sequence[str]) -> dict[str, Any]:
+             artifacts: Sequence[str], setup: Sequence[Mapping[str, str]] = ()) -> dict[str, Any]:
     """The context of one report.
+
+    ``setup``: the paper's setup beside ours (:func:`common.report.setup.setup_rows`: model and size, data, tokens,
+    steps, learning rates, seeds, layers quantized, evaluation), the table that opens "Question and method".
 
     ``claims`` is the paper's whole claims document (its ``claims.json``,
     :func:`common.report.claims.claims_document`: ``{"rule", "claims", "checks", "counts"}``). Every row is
     re-validated with :meth:`Claim.from_dict` (a verdict that does not follow from its estimate by the rule is
     refused, ValueError), every check too (a failed one raises
     :class:`common.report.claims.ImplementationCheckFailed`), and the document's rule and counts must be those
-    of its rows. The context keeps ``claims`` (the rows), ``checks``, ``counts`` and ``rule``; every figure's
-    PNG and PDF join the cited artifacts."""
+    of its rows. The context keeps ``claims`` (the rows), ``checks``, ``counts``, ``outside_regime``, ``regime``
+    (the regime card's rows) and ``rule``; every figure's PNG and PDF join the cited artifacts."""
     document = validated_claims(claims)
     cited = {*artifacts, *(f["png"] for f in figures), *(f["pdf"] for f in figures)}
-    return {"paper": dict(paper), "figures": [dict(f) for f in figures], "tables": list(tables),
-            "claims": document["claims"], "checks": document["checks"], "counts": document["counts"],
+    return {"paper": dict(paper), "setup": [dict(row) for row in setup], "figures": [dict(f) for f in figures],
+            "tables": list(tables), "claims": document["claims"], "checks": document["checks"],
+            "counts": document["counts"], "outside_regime": document["outside_regime"], "regime": document["regime"],
             "rule": document["rule"], "provenance": dict(provenance), "rerun": list(rerun),
             "artifacts": sorted(cited)}
 
@@ -69,7 +74,15 @@ def validated_claims(document: Mapping[str, Any]) -> dict[str, Any]:
                                 tuple(check.get("evidence", ()))))
         except KeyError as err:
             raise ValueError(f"check {check.get('id')!r} has no {err}") from err
-    rebuilt = claims_document(rows, checks)
+    try:
+        regime = [RegimeRow.from_dict(row) for row in document.get("regime", [])]
+    except KeyError as err:
+        raise ValueError(f"a regime row of the claims document has no {err}") from err
+    rebuilt = claims_document(rows, checks, regime)
+    for row, new in zip(document["claims"], rebuilt["claims"], strict=True):
+        if row.get("outside_regime", "") != new["outside_regime"]:
+            raise ValueError(f"claim {row['id']!r} states {row.get('outside_regime', '')!r} outside the regime, "
+                             f"but the document's regime card gives {new['outside_regime']!r}: rebuild claims.json")
     if document["rule"] != RULE:
         raise ValueError(f"the claims document states the rule {document['rule']!r}, not the rule its verdicts "
                          f"are checked by ({RULE!r}): rebuild claims.json")
@@ -77,3 +90,4 @@ def validated_claims(document: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"the claims document counts {dict(document['counts'])} but its rows give "
                          f"{rebuilt['counts']}: rebuild claims.json")
     return rebuilt
+

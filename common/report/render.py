@@ -12,7 +12,10 @@ A context is a dict (:func:`common.report.context.assemble` makes it): ``paper``
 ``text``, ``estimate``, ``estimate_text``, ``verdict``, ``detail``, ``reason``, ``evidence``), ``checks``
 (:meth:`common.report.claims.Check.to_dict`), ``counts`` (rows per verdict), ``rule`` (the verdict rule),
 ``provenance`` (:func:`common.report.provenance.provenance`), ``rerun`` (``cell``, ``command``),
-``artifacts``, and optionally ``notice`` (the profile's notice, plain text, shown under the title).
+``artifacts``, and optionally ``notice`` (the profile's notice, plain text, shown under the title), ``setup`` (the
+paper's setup beside ours: ``aspect``, ``paper``, ``ours`` per row, opening "Question and method"), ``regime`` (the
+regime card, :meth:`common.report.regime.RegimeRow.to_dict`) and ``outside_regime`` (how many not-testable claims
+are so because of it).
 
 Inline math: prose (statements, predictions, details, captions, table cells, question and method) may hold math
 between ``$...$`` in LaTeX notation, e.g. ``$\\sigma^2$``, ``$2^{-9}$``, ``$\\mathrm{MSE}(n)/\\mathrm{MSE}(2n)$``;
@@ -270,9 +273,13 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     return env
 
 
+OPTIONAL_CONTEXT = {"notice": None, "setup": (), "regime": (), "outside_regime": 0}
+"""The context keys a report may omit, with what their absence means."""
+
+
 def render_html(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
-    """Write the self-contained HTML report (``context["notice"]``, optional: the profile's notice, under the title)."""
-    write_text(out, _environment(True).get_template("report.html.j2").render(**{"notice": None, **context}))
+    """Write the self-contained HTML report (the keys of :data:`OPTIONAL_CONTEXT` may be missing)."""
+    write_text(out, _environment(True).get_template("report.html.j2").render(**{**OPTIONAL_CONTEXT, **context}))
 
 
 def render_latex(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
@@ -281,7 +288,7 @@ def render_latex(context: dict[str, Any], out: str | os.PathLike[str]) -> None:
     figures = [{**f, "pdf": os.path.relpath(Path(f["pdf"]).resolve(), base)} for f in context["figures"]]
     tables = [{**t, "layout": table_layout(t)} for t in context["tables"]]
     write_text(out, _environment(False).get_template("report.tex.j2").render(
-        **{"notice": None, **context, "figures": figures, "tables": tables}))
+        **{**OPTIONAL_CONTEXT, **context, "figures": figures, "tables": tables}))
 
 
 def overfull_boxes(log: str) -> list[str]:
@@ -321,7 +328,8 @@ def build_pdf(tex: str | os.PathLike[str], *, log: str | os.PathLike[str] | None
 def render_index(reports: Sequence[Mapping[str, Any]], out: str | os.PathLike[str], profile: str = "default",
                  others: Sequence[Mapping[str, str]] = (), notice: str | None = None) -> None:
     """The index page of profile ``profile`` linking every report that exists: per report ``title``, ``href``
-    (relative), ``counts`` (claims per verdict, :func:`common.report.claims.verdict_counts`) and ``checks`` (how many
+    (relative), ``counts`` (claims per verdict, :func:`common.report.claims.verdict_counts`), ``outside_regime`` (how
+    many of the not-testable claims are so because a regime quantity is outside its bounds) and ``checks`` (how many
     implementation checks passed); ``others``: ``{"profile", "href"}`` of the other profiles' index pages built;
     ``notice``: the profile's notice, above the table."""
     page = _environment(True).get_template("index.html.j2").render(reports=reports, verdicts=VERDICTS,

@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from common.cli import (
@@ -92,10 +93,12 @@ def claims(args: argparse.Namespace) -> None:
     from common.report import claims_document
 
     from .claims import all_claims
+    from .regime import regime_card
 
-    rows, checks = all_claims(read_json(args.numerical), _read(args.models), json_object(args.config_json),
-                              evidence_settings(args), args.numerical, args.models, args.paper_results)
-    write_json(args.out, claims_document(rows, checks))
+    config, summaries = json_object(args.config_json), _read(args.models)
+    rows, checks = all_claims(read_json(args.numerical), summaries, config, evidence_settings(args), args.numerical,
+                              args.models, args.paper_results)
+    write_json(args.out, claims_document(rows, checks, regime_card(config, summaries)))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -115,7 +118,8 @@ def context(args: argparse.Namespace) -> None:
         config=config, profile=args.profile, numerical=numerical, models=models, claims=read_json(args.claims),
         figures=figures, artifacts=cited, rerun_examples=args.rerun_example,
         seeds={"numerical draw": config["numerical"]["seed"], "workflow": args.seed}, stage_seconds=stages,
-        paper_results=args.paper_results))
+        paper_results=args.paper_results,
+        base_models={Path(p).parent.name: read_json(p) for p in args.base_model_metadata}))
 
 
 def build_parser() -> argparse.ArgumentParser:

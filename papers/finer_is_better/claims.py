@@ -23,6 +23,9 @@ models, as it is (sweep point ``<model>-c1``), beside their published gap of the
 (:mod:`.authors`): the estimate is ``g_ours - g_paper`` with the paired bootstrap interval of ``g_ours`` (the
 paper's number is a constant), judged as an equivalence within the config's margin. A run without that model is
 not testable at this scale, and the row names the model it needs.
+
+The claims step judges every row against the regime card (:mod:`.regime`): a row whose config ``requires`` a
+quantity outside its bounds is not testable at this scale, its estimate kept.
 """
 
 from __future__ import annotations
@@ -39,12 +42,12 @@ import numpy as np
 import pandas as pd
 
 from common.report import Check, Claim, ClaimSpec, claim_specs, judge
-from common.theory import crossover
 from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
 from . import authors
 from .model_study import operand_label
 from .numerical import REFERENCE_SCALE, curves, table_from_summary
+from .regime import reversal_sigma
 
 HEURISTICS = ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz")
 FLOAT_SLACK = 1e-9  # relative slack of the implementation checks (float64 means of float32 errors)
@@ -367,8 +370,7 @@ def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, An
     claims = numerical_claims(numerical, specs, numerical_path)
     checks = numerical_checks(numerical, numerical_path)
     sweeps = sweeps_of(summaries, numerical)
-    blocks = config["model"]["block_sizes"]
-    crossover_sigma = max(c for n in blocks if (c := crossover(n, config["element"], REFERENCE_SCALE)) is not None)
+    crossover_sigma = reversal_sigma(config["element"], config["model"]["block_sizes"])
     for sweep in sweeps:
         for operands in config["model"]["operands"]:
             suffix = operands if len(sweeps) == 1 else f"{sweep.source}_{operands}"

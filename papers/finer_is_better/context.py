@@ -9,10 +9,20 @@ from typing import Any
 
 import pandas as pd
 
-from common.report import assemble, conventions_table, provenance, rerun_entries
+from common.report import (
+    assemble,
+    conventions_table,
+    model_size,
+    number_list,
+    provenance,
+    rerun_entries,
+    scored_corpus,
+    setup_rows,
+)
 
 from . import authors
-from .model_study import OUR_EXTENSIONS, operand_label
+from .claims import SWEEP_POINT
+from .model_study import OPERANDS, OUR_EXTENSIONS, operand_label
 from .numerical import curves, reference_sigmas, table_from_summary
 from .settings import KEY
 
@@ -32,30 +42,19 @@ PAPER = {
     "citation": "Schaefer & Tabak 2026, arXiv 2605.08565. Reproduced by lowbit-lab at small scale.",
     "question": "With abs-max scaling and E4M3 block scales, smaller FP4 blocks can give higher MSE and perplexity. "
                 "Is that inherent to fine granularity, or fixable by the scale-selection algorithm?",
-    "method": "FP4 E2M1 elements with UE4M3 (or UE5M3) block scales along the last dimension. Scale rules: abs-max "
-              "s = E4M3(bmax/6); prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = E4M3(1.5 "
-              "bmax/6) replaces s6 = E4M3(bmax/6) iff its block MSE is strictly smaller); brute force (the best of "
-              "every representable scale); hierarchical (an FP32 c = max|x|/T divided out first, block scales on "
-              "x/c, c multiplied back: under our numerics one c per row, i.e. a weight's output row and an "
-              "activation's token, with T = 448; under the authors' numerics one c per dim-0 slice of the tensor as"
-              " it reaches the layer, i.e. a weight's output row and a whole activation sequence at batch 1, with T"
-              " = 448 for UE4M3 and 61440, the top of their UE5M3 grid, for UE5M3 scales; their numerics also round"
-              " ties to the smaller value and compute in bfloat16; the conventions table names this run's, and the "
-              "numerical study always uses ours). Numerical study: Monte Carlo MSE of Normal(0, sigma^2) data on a "
-              "log sigma grid, the same seeded draw for every curve. Model study: the paper fake-quantizes the MLP "
-              "linears of 7-14B models (weights and activations) and measures the perplexity gap on WikiText-2; we "
-              "cannot choose models whose weights sit in each regime, so we make them: a function-preserving sweep "
-              "of the base model (the RMSNorm gain before the MLP divided by c, gate_proj and up_proj times c) "
-              "gives models that compute the same function with the quantized weights' sigma times c, and we "
-              "quantize those two projections, weights + activations (the paper's setting) and weights only (our "
-              "extension: the authors' repository has no weights-only run), and score the held-out split of the "
-              "pretraining corpus (window = stride). The paper profile evaluates the paper's four models as they "
-              "are, every MLP linear, on WikiText-2, beside the gaps the authors published (their results.csv). "
-              "Every claim row states its prediction (written in the config before the data), the estimate with its"
-              " 95% interval (Monte Carlo standard errors for the numerical study, a paired bootstrap over the "
-              "evaluation windows for perplexities, the same resampled windows for every model compared) and the "
-              "verdict the fixed rule gives; identities the code guarantees are implementation checks, not "
-              "reproductions.",
+    "method": "Scale rules (FP4 E2M1 elements, block scales along the last dimension): abs-max s = E4M3(bmax/6); "
+              "prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = E4M3(1.5 bmax/6) replaces s6 "
+              "= E4M3(bmax/6) iff its block MSE is strictly smaller); brute force (the best of every representable "
+              "scale); hierarchical (an FP32 c = max|x|/T divided out first, block scales on x/c, c multiplied back; "
+              "its scope and T follow the numerics convention, tabled below beside the authors'). Numerical study: "
+              "Monte Carlo MSE of Normal(0, sigma^2) data on a log sigma grid, the same seeded draw for every curve. "
+              "Model study: we cannot choose models whose weights sit in each regime, so we make them: a "
+              "function-preserving sweep of the base model (the RMSNorm gain before the MLP divided by c, gate_proj "
+              "and up_proj times c) computes the same function with the quantized weights' sigma times c, and the "
+              "regime card places every point against the theory's crossover. Weights-only runs are our extension "
+              "(the authors' repository has none). The paper profile evaluates the paper's models as they are, "
+              "beside the gaps the authors published (their results.csv). Identities the code guarantees are "
+              "implementation checks, not reproductions.",
 }
 
 
@@ -185,16 +184,64 @@ def numerics_table(numerics: str) -> dict[str, Any]:
                                      "study uses ours in every profile")
 
 
+
+
+
+def our_setup(config: Mapping[str, Any], numerical: Mapping[str, Any], models: Sequence[Mapping[str, Any]],
+              base_models: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Our side of the setup table, one text per aspect of the config's ``paper_setup``, from the config this run
+    used, its point summaries (``models``: sources and factors from ``<source>-c<factor>``, scored tokens) and the
+    embedded base models' recorded metadata (``base_models``: name -> ``lowbit_metadata.json``)."""
+    study, sample = config["model"], config["numerical"]
+    factors: dict[str, list[float]] = {}
+    for m in models:
+        match = SWEEP_POINT.fullmatch(m["model"])
+        if match is None:
+            raise ValueError(f"model {m['model']!r} is not a sweep point <model>-c<factor>")
+        factors.setdefault(match["source"], []).append(float(match["factor"]))
+    swept = any(f != 1.0 for fs in factors.values() for f in fs)
+    sources = "; ".join(f"{model_size(src, base_models)} " + (f"at c = {number_list(sorted(fs, reverse=True))}"
+                                                          if swept else "as it is") for src, fs in factors.items())
+    scored = sorted({int(sum(m["window_tokens"])) for m in models})
+    first = "the whole split" if study["max_tokens"] is None else f"the first {study['max_tokens']} tokens of the split"
+    cells = "; ".join(f"{scale.upper()}: {', '.join(names)}" for scale, names in study["cells"].items())
+    numerical_cells = "; ".join(f"{scale.upper()}: {', '.join(names)}" for scale, names in sample["cells"].items())
+    sigma, whose = sample["sigma"], "the authors'" if config["numerics"] == PAPER_NUMERICS else "our"
+    return {
+        "Models": (sources + (" (c: the quantized linears' weight sigma times c, the same function)" if swept else "")
+                   ) if factors else "no model study in this run",
+        "Data": f"{scored_corpus(config['model']['corpus'], base_models)}, {study['split']} split",
+        "Tokens evaluated": first + (f"; {' or '.join(map(str, scored))} scored a point" if scored else ""),
+        "Sequence length": f"{study['window']} tokens a window, stride {study['stride']}, batch {study['batch_size']}",
+        "Block sizes": f"model study {number_list(study['block_sizes'])}; numerical study "
+                       f"{number_list(numerical['block_sizes'])}",
+        "Scale rules": f"model study {cells}; numerical study {numerical_cells}",
+        "Layers quantized": f"the linears matching {study['include']}".replace("$", "\\$")
+                            + f" ({' and '.join(OPERANDS[o] for o in study['operands'])})",
+        "Numerics": f"the model study under {whose} convention ({config['numerics']}; tabled below beside theirs), "
+                    "the numerical study under ours",
+        "Numerical study": f"{sample['samples']} Normal samples a sigma (seed {sample['seed']}), {sigma['points']} "
+                           f"sigmas log-spaced in [{sigma['low']:g}, {sigma['high']:g}], blocks "
+                           f"{number_list(numerical['block_sizes'])}",
+        "Evaluation": "perplexity gap ppl(quantized) - ppl(unquantized) per cell; each claim's estimate with its "
+                      "interval (a paired bootstrap over the evaluation windows; Monte Carlo standard errors in the "
+                      "numerical study) and the verdict of one rule",
+    }
+
+
 def build_context(*, config: Mapping[str, Any], profile: str, numerical: Mapping[str, Any],
                   models: Sequence[Mapping[str, Any]], claims: Mapping[str, Any],
                   figures: Sequence[Mapping[str, str]], artifacts: Sequence[str], rerun_examples: Sequence[str],
                   seeds: Mapping[str, int], stage_seconds: Mapping[str, float],
-                  paper_results: str | Path = authors.RESULTS) -> dict[str, Any]:
+                  paper_results: str | Path = authors.RESULTS,
+                  base_models: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The full context (``claims``: the claims document; ``artifacts``: every file the report cites, for
-    ``SHA256SUMS``; ``paper_results``: the authors' table, :mod:`.authors`)."""
+    ``SHA256SUMS``; ``paper_results``: the authors' table, :mod:`.authors`; ``base_models``: the embedded base
+    models' recorded metadata by name, for the setup table, :func:`our_setup`)."""
     paper, source = authors.load_results(paper_results), authors.load_source(paper_results)
     cells = paper_cells_table(models, paper, source)
-    return assemble(paper=PAPER, figures=figures,
+    setup = setup_rows(config["paper_setup"], our_setup(config, numerical, models, base_models or {}))
+    return assemble(paper=PAPER, figures=figures, setup=setup,
                     tables=[regions_table(numerical), claim_sigmas_table(numerical), mse_table(numerical),
                             sweep_table(models), *([cells] if cells else []),
                             shape_table(models, paper, config["model"]["block_sizes"], source),

@@ -4,12 +4,14 @@ package, write the output atomically). ``--config-json`` is the profile's study 
 Artifact layout the steps read by path: a training cell's logs in ``<runs>/<run>/seed<k>/`` (``train_log.csv``,
 ``saturation.json``, ``train_summary.json``, ``telemetry.csv``, ``qat.json``) and its evaluations in
 ``<eval>/<precision>/<run>/seed<k>/<role>.json`` with precision ``hif8`` or ``bf16`` and role ``pretrain`` or
-``shift``; the base model's in ``<eval>/bf16/base/<role>.json``.
+``shift``; the base model's in ``<eval>/bf16/base/<role>.json``. The context step reads the setup table's inputs
+among its ``--cited`` artifacts: the base model's two evaluations and the recipe's first-seed ``train_log.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import sys
 from collections.abc import Sequence
@@ -101,30 +103,54 @@ def claims(args: argparse.Namespace) -> None:
     from common.report import claim_specs, claims_document
 
     from .claims import StudyArtifacts, study_checks, study_claims
+    from .regime import regime_card
 
     config = json_object(args.config_json)
     specs = claim_specs(config["claims"], "maxwindow_hif8.claims")
     settings = evidence_settings(args)
     study = StudyArtifacts.read(config, args.evaluations, args.logs, args.telemetry)
     checks = study_checks(study, read_json(args.observer_study), args.observer_study)
-    write_json(args.out, claims_document(study_claims(specs, study, settings), checks))  # a failed check: nothing
+    document = claims_document(study_claims(specs, study, settings), checks, regime_card(study))
+    write_json(args.out, document)  # a failed check: nothing
+
+
+def cited_path(paths: Sequence[str], suffix: str) -> str:
+    """The one path of ``paths`` ending ``suffix`` (ValueError naming how many there are)."""
+    found = [p for p in paths if Path(p).as_posix().endswith(suffix)]
+    if len(found) != 1:
+        raise ValueError(f"--cited holds {len(found)} paths ending {suffix!r}; the setup table needs exactly one")
+    return found[0]
+
+
+def last_row(path: str) -> dict[str, str]:
+    """The last row of a CSV file (ValueError when it has none)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows:
+        raise ValueError(f"{path!r} has no rows")
+    return rows[-1]
 
 
 def context(args: argparse.Namespace) -> None:
     from common.report import figure_entries, training_seconds
 
-    from .context import build_context
+    from .context import build_context, our_setup
     from .figures import caption
+    from .settings import recipe
 
     config = json_object(args.config_json)
     study = read_json(args.summary)
+    claims = read_json(args.claims)
+    base = {role: read_json(cited_path(args.cited, f"/bf16/base/{role}.json")) for role in ("pretrain", "shift")}
+    log_end = last_row(cited_path(args.cited, f"/{recipe(config)}/seed{config['seeds'][0]}/train_log.csv"))
+    setup = our_setup(config, base=base, log_end=log_end, regime=claims.get("regime", []))
     stages = {f"continual pretraining, {r['run']} (seed {seed})": cell["train_seconds"] for r in study["runs"]
               for seed, cell in r["seeds"].items()}
     stages |= training_seconds(args.base_model_metadata)
     cited = [*args.cited, args.summary, args.observer_study, args.claims]
     write_json(args.out, build_context(
-        config=config, profile=args.profile, summary=study, cell=read_json(args.observer_study),
-        claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
+        config=config, profile=args.profile, summary=study, cell=read_json(args.observer_study), claims=claims,
+        setup=setup, figures=figure_entries(args.figures, caption), artifacts=cited,
         rerun_examples=args.rerun_example,
         seeds={"training (data order), one cell each": ", ".join(map(str, config["seeds"])),
                "observer study": config["observer_study"]["seed"], "workflow": args.seed}, stage_seconds=stages))

@@ -1,15 +1,17 @@
 """The report context of the Max-Window paper (the dict :mod:`common.report.render` renders), read from the
-artifacts: question and method, figures, tables (runs in BF16 and HiF8, drops vs BF16, saturation, the synthetic
-observer study), claims, provenance and how to rerun a cell."""
+artifacts: the setup table (the paper's beside ours), question and method, figures, tables (runs in BF16 and HiF8,
+drops vs BF16, saturation, the synthetic observer study), claims with the regime card, provenance and how to rerun a
+cell."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from common.report import assemble, provenance, rerun_entries
+from common.report import assemble, provenance, rerun_entries, setup_rows
 
-from .settings import KEY
+from .settings import KEY, train_config
 from .study import METRIC_LABELS, METRICS
 
 LABELS = [METRIC_LABELS[m] for m, *_ in METRICS]
@@ -20,29 +22,24 @@ PAPER = {
     "citation": "Cheng et al. 2026, arXiv 2605.26189. Reproduced by lowbit-lab at small scale.",
     "question": "Which failure modes of HiF8 W8A8 quantization-aware training does the training loss hide, and does "
                 "the recipe (max-window amax history, BF16 warmup, low learning rate) fix them?",
-    "method": "Continual pretraining of the embedded base model (pretrained on the pretraining corpus) on a shift "
-              "corpus, so that forgetting is measurable. QAT fake-quantizes the MLP gate/up/down projections "
-              "(the first and last blocks left unquantized in the paper's proportion 3/26 and 2/26): forward "
+    "method": "Continual pretraining of a pretrained base model on a shift corpus, so that forgetting of the "
+              "pretraining corpus is measurable; the table above sets the paper's setup beside ours, the regime card "
+              "below the quantities that govern its effects. QAT fake-quantizes the layers the table names: forward "
               "y = Q(x) Q(W)^T, backward dx = Q(g) Q(W) and dW = Q(g)^T Q(x), each tensor role of each layer with its "
-              "own per-tensor scale s = 15 / (amax_pred + 1e-12) and HiF8 elements, straight-through estimator. "
+              "own per-tensor scale s = 15 / (amax_pred + 1e-12), HiF8 elements and a straight-through estimator. "
               "The delayed amax prediction comes from the history up to the previous call (the call's amax is "
-              "appended after), one history entry per forward (or backward) call, i.e. per micro-batch, as the "
-              "authors' code: with 8 gradient-accumulation steps the 64-entry max_window spans 8 optimizer steps, "
-              "as the paper's. Observers: most_recent (last value), exp_smooth (an exponential moving average; the "
-              "authors' predictor is a damped-trend ensemble), max_window (max over the window) or current (the "
-              "call's own amax). The runs are those the claims compare: BF16 at both learning rates (high = 10 x "
-              "low, the paper's ratio), the recipe (max_window, BF16 warmup, low rate), its one-change ablations "
-              "(most_recent, no warmup, high rate), current scaling at both rates and exp_smooth; each with every "
-              "seed (the seed fixes the data order; two runs of one seed see the same batches). Every trained model "
-              "is evaluated in BF16 (its latent weights, the paper's lm-eval comparison) and after the HiF8 "
-              "checkpoint quantization (HiF8 weight codes, HiF8 inputs with the current amax), on held-out text of "
-              "both corpora and zero-shot tasks of the pretraining corpus. Saturation is scale-induced: a call "
-              "saturates when its amax exceeds the predicted amax (with max_val 15 HiF8 itself clips nothing below "
-              "about 2000x the prediction; an over-range value lands in HiF8's coarser tiers, and the telemetry "
+              "appended after), one history entry per forward or backward call, as the authors' code. Observers: "
+              "most_recent (last value), exp_smooth (an exponential moving average; the authors' predictor is a "
+              "damped-trend ensemble), max_window (max over the window) or current (the call's own amax). The runs "
+              "are those the claims compare: BF16 at both learning rates, the recipe (max_window, BF16 warmup, low "
+              "rate), its one-change ablations (most_recent, no warmup, high rate), current scaling at both rates and "
+              "exp_smooth, each with every seed (two runs of one seed see the same batches). Every trained model is "
+              "evaluated in BF16 (its latent weights, the paper's lm-eval comparison) and after the HiF8 checkpoint "
+              "quantization (HiF8 weight codes, HiF8 inputs with the current amax). Saturation is scale-induced: a "
+              "call saturates when its amax exceeds the predicted amax (with max_val 15 HiF8 itself clips nothing "
+              "below about 2000x the prediction; an over-range value lands in HiF8's coarser tiers, and the telemetry "
               "records the relative quantization error of every call and the mantissa bits the over-range values "
-              "lose). A synthetic study replays amax traces through the observers. What differs from the paper: a "
-              "10M-parameter model, 160 steps of 2k tokens (the paper: 1B parameters, 10k steps of 1M tokens), "
-              "perplexity and small zero-shot tasks instead of MMLU, HellaSwag and ARC. "
+              "lose). A synthetic study replays amax traces through the observers. "
               "Claims: each row's prediction (statistic, direction, threshold and its source) is fixed in "
               "config.yaml before the data, and its verdict follows from the 95% interval by one rule. Each "
               "statistic is computed per seed, pairing the runs of one seed, and its estimate is the seed mean with "
@@ -110,14 +107,59 @@ def observer_table(cell: Mapping[str, Any]) -> dict[str, Any]:
                         "saturated spikes", "after the first"], "rows": rows}
 
 
+def corpus_name(record: Mapping[str, Any]) -> str:
+    """The corpus an evaluation record scored: the folder of its split file (``data/corpora/<name>/test.jsonl``)."""
+    return Path(record["data"]["split"]["path"]).parent.name
+
+
+def our_setup(config: Mapping[str, Any], *, base: Mapping[str, Mapping[str, Any]], log_end: Mapping[str, Any],
+              regime: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Our side of the setup table, one text per aspect of ``config["paper_setup"]``, from what the runs used: the
+    study ``config`` (rates, seeds, warmup, the :class:`common.train.TrainConfig` with its defaults), the base
+    model's evaluation records ``base`` (role ``pretrain`` / ``shift`` -> record: the model, its parameter count,
+    the corpora and evaluation sizes), the last row of the recipe's training log ``log_end`` (``step`` 0-based,
+    ``tokens`` over every rank) and the claims document's regime card ``regime`` (the quantized layers)."""
+    pretrain, shift = base["pretrain"], base["shift"]
+    model, data = pretrain["model"], pretrain["data"]
+    train = train_config(config, "low")
+    steps, tokens = int(log_end["step"]) + 1, int(log_end["tokens"])
+    rates, seeds = config["learning_rates"], config["seeds"]
+    quantized = next((row for row in regime if row["id"] == "quantized_share"), None)
+    if quantized is None:
+        raise ValueError("the claims document's regime card has no quantized_share row: rebuild claims.json")
+    return {
+        "Model and size": f"{Path(model['path']).name} ({model['class']}): {model['parameters']:,} parameters",
+        "Data": f"continual pretraining on {corpus_name(shift)}; the base model was pretrained on "
+                f"{corpus_name(pretrain)}",
+        "Tokens": f"{tokens:,}: {steps:,} steps of {tokens // steps:,} tokens",
+        "Steps": f"{steps:,} optimizer steps: {config['bf16_warmup_steps']} in BF16, then HiF8 (amax histories "
+                 f"reset); learning-rate warmup {train.warmup_steps} steps, cosine decay to {train.min_lr_ratio:g} "
+                 "of the peak",
+        "Learning rates": f"{rates['low']:g} (the recipe) and {rates['high']:g} (the high-rate runs, "
+                          f"{rates['high'] / rates['low']:g}x); AdamW ({train.beta1:g}, {train.beta2:g}), weight "
+                          f"decay {train.weight_decay:g}, clip {train.grad_clip:g}",
+        "Seeds": f"{len(seeds)} per run ({', '.join(map(str, seeds))}): the seed fixes the data order; runs compared "
+                 "paired by seed",
+        "Layers quantized": f"{quantized['ours']:.1%} of the parameters: {quantized['note']}; inputs, weights and "
+                            "output gradients HiF8, per-tensor delayed scaling",
+        "Evaluation": f"every model in BF16 (as trained) and after HiF8 W8A8 checkpoint quantization: perplexity on "
+                      f"{data['split']['tokens']:,} test tokens of {corpus_name(pretrain)} and "
+                      f"{shift['data']['split']['tokens']:,} of {corpus_name(shift)}, zero-shot cloze "
+                      f"({data['cloze']['examples']:,} examples) and multiple choice ({data['choice']['examples']:,}) "
+                      f"from {corpus_name(pretrain)}",
+    }
+
+
 def build_context(*, config: Mapping[str, Any], profile: str, summary: Mapping[str, Any], cell: Mapping[str, Any],
-                  claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]], artifacts: Sequence[str],
-                  rerun_examples: Sequence[str], seeds: Mapping[str, Any],
+                  claims: Mapping[str, Any], setup: Mapping[str, str], figures: Sequence[Mapping[str, str]],
+                  artifacts: Sequence[str], rerun_examples: Sequence[str], seeds: Mapping[str, Any],
                   stage_seconds: Mapping[str, float]) -> dict[str, Any]:
-    """The report context; ``claims`` is the claims document (``claims.json``: rule, claims, checks, counts), which
-    :func:`common.report.assemble` re-validates."""
+    """The report context; ``claims`` is the claims document (``claims.json``: rule, claims, checks, counts, the
+    regime card), which :func:`common.report.assemble` re-validates; ``setup`` is our side of the setup table
+    (:func:`our_setup`), set beside ``config["paper_setup"]``."""
     tables = [run_table(summary), drop_table(summary), saturation_table(summary), observer_table(cell)]
     return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
                                           stage_seconds=stage_seconds),
-                    rerun=rerun_entries(KEY, profile, rerun_examples), artifacts=artifacts)
+                    rerun=rerun_entries(KEY, profile, rerun_examples), artifacts=artifacts,
+                    setup=setup_rows(config["paper_setup"], setup))

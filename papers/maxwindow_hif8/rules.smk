@@ -231,6 +231,8 @@ rule mw_claims:
                     "train",
                     "seeds",
                     "claims",
+                    "history_unit",
+                    "regime",
                 )
             }
         ),

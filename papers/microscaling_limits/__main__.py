@@ -137,21 +137,21 @@ def claims(args: argparse.Namespace) -> None:
     from common.report import claim_specs, claims_document
 
     from .claims import paper_claims
+    from .regime import regime_card
     from .sweep import sweep_points, windows
 
     config, evidence = json_object(args.config_json), evidence_settings(args)
-    tensor_cells = [read_json(p) for p in args.tensors]
+    tensor_cells, records = [read_json(p) for p in args.tensors], [read_json(p) for p in args.cells]
+    preregistered, points = read_json(args.preregistered), sweep_points(config["points"], tensor_cells)
     rows, checks = paper_claims(
-        claim_specs(config["claims"]), element=config["element"], preregistered=read_json(args.preregistered),
+        claim_specs(config["claims"]), element=config["element"], preregistered=preregistered,
         validation=read_json(args.validation), comparison=read_json(args.comparison),
-        theory_cells=[read_json(p) for p in args.theory],
-        points=sweep_points(config["points"], tensor_cells), tensor_cells=tensor_cells,
-        data=windows([read_json(p) for p in args.cells], args.cells),
-        zero_shot=[read_json(p) for p in args.zero_shot], evidence=evidence,
+        theory_cells=[read_json(p) for p in args.theory], points=points, tensor_cells=tensor_cells,
+        data=windows(records, args.cells), zero_shot=[read_json(p) for p in args.zero_shot], evidence=evidence,
         sources={"preregistered": [args.preregistered], "validation": [args.validation],
                  "comparison": [args.comparison], "theory": args.theory, "tensors": args.tensors,
                  "zero_shot": args.zero_shot})
-    write_json(args.out, claims_document(rows, checks))
+    write_json(args.out, claims_document(rows, checks, regime_card(config["regime"], points, preregistered, records)))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -177,7 +177,8 @@ def context(args: argparse.Namespace) -> None:
         models=models, sweep=sweep,
         claims=read_json(args.claims), figures=figure_entries(args.figures, caption), artifacts=cited,
         rerun_examples=args.rerun_example,
-        seeds={"simulation draw": config["simulation"]["seed"], "workflow": args.seed}, stage_seconds=stages))
+        seeds={"simulation draw": config["simulation"]["seed"], "workflow": args.seed}, stage_seconds=stages,
+        base_models={Path(p).parent.name: read_json(p) for p in args.base_model_metadata}))
 
 
 def build_parser() -> argparse.ArgumentParser:

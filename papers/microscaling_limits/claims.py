@@ -36,6 +36,9 @@ P(block scale = 0) at sigma = 0.005 agrees with simulation and with our reconstr
 (0.33, 0.11, 0.012, 1.5e-4 for n = 4, 8, 16, 32: our numbers from its formula, not the paper's); our exact model
 matches the simulation at every simulated point (within 2% or 4 standard errors); the sweep keeps the unquantized
 perplexity; it moves every moved tensor's sigma by its factor.
+
+The claims step judges every row against the regime card (:mod:`.regime`): a row whose config ``requires`` a
+quantity outside its bounds is not testable at this scale, its estimate kept.
 """
 
 from __future__ import annotations

@@ -10,10 +10,20 @@ from typing import Any
 
 import pandas as pd
 
-from common.report import assemble, conventions_table, provenance, rerun_entries
+from common.report import (
+    assemble,
+    conventions_table,
+    first_tokens,
+    model_size,
+    number_list,
+    provenance,
+    rerun_entries,
+    scored_corpus,
+    setup_rows,
+)
 
 from .conventions import CONVENTIONS
-from .settings import KEY
+from .settings import KEY, VARIANTS
 
 PAPER = {
     "key": KEY,
@@ -26,26 +36,19 @@ PAPER = {
               "rounded to zero) + (1/n) E[1{s>0} (M - s Q_E(M/s))^2] (the max element) + ((n-1)/n) E[1{s>0} E[(X - s "
               "Q_E(X/s))^2 | |X| <= M]] (the other elements), integrated exactly over the density n g(m) G(m)^(n-1) of "
               "M piecewise between the scale and element rounding boundaries. The paper's (model='paper', read from "
-              "the authors' modelling_errors_from_theory_fp8_scales.py and equal to its output) has the same first two "
-              "terms but takes the other elements as Normal truncated at +-6s, s the quantized scale, instead of at "
-              "the block max. The paper's claim that its model matches experiment is tested against our Monte Carlo "
-              "simulation on the authors' own sigma grid and block sizes; ours against simulation is an implementation "
-              "check. The paper measured real 8B models (Granite-3.3-8b with narrow weights, Llama-2-7b and "
-              "Llama-3.1-8b with wide ones, Mixtral-8x7b) with every linear layer in FP4. We have one small model (the "
-              "embedded base model, about 10M parameters), so we move it instead: a function-preserving sweep "
-              "(common.models.rescale) divides the RMSNorm gains before attention and the MLP by c and multiplies the "
-              "q, k, v, gate and up projections by c, so the network computes the same function while the weight sigma "
-              "of those five linears is c times the trained one (down and o projections stay). On the sweep we "
-              "quantize exactly these moved linears (the paper quantizes every linear; unmoved ones would add the same "
-              "error at every sweep point and blur the sigma the claims are about), weights only for the inversion "
-              "claims (the moved linears' inputs widen by 1/c, the opposite way) and weights plus activations as the "
-              "paper's setting. Before any model exists the crossover sigma* of blocks n vs 2n is pre-registered from "
-              "the configuration under both models; the inversion's onset on the sweep is compared with each in sweep "
-              "steps. Every claim row has a 95% interval (paired bootstrap over evaluation windows or zero-shot "
-              "examples, Clopper-Pearson over tensors, Monte Carlo standard errors for the simulation) and a verdict "
-              "by one rule. The base model's own study (every block Linear, weights and activations, UE4M3, UE4M3-S "
-              "with a per-tensor FP32 scale amax/(6*448) first, and UE5M3) and the tensor studies of real pretrained "
-              "weights are shown as tables and figures.",
+              "the authors' modelling_errors_from_theory_fp8_scales.py and equal to its output) takes the other "
+              "elements as Normal truncated at +-6s, s the quantized scale, instead of at the block max. The paper's "
+              "claim that its model matches experiment is tested against our Monte Carlo simulation on the authors' "
+              "own grid; ours against simulation is an implementation check. We have one small model, so we move it: "
+              "a function-preserving sweep (common.models.rescale) divides the RMSNorm gains before attention and the "
+              "MLP by c and multiplies the q, k, v, gate and up projections by c, so the network computes the same "
+              "function while the weight sigma of those linears is c times the trained one. The sweep quantizes "
+              "exactly these moved linears (unmoved ones would add the same error at every point and blur the sigma "
+              "the claims are about): weights only for the inversion claims (the moved linears' inputs widen by 1/c, "
+              "the opposite way) and weights plus activations as the paper's setting. Before any model exists the "
+              "crossover sigma* of blocks n vs 2n is pre-registered from the configuration under both models; the "
+              "inversion's onset on the sweep is compared with each in sweep steps, and the regime card places the "
+              "sweep against sigma*.",
 }
 
 
@@ -190,19 +193,69 @@ def zero_shot_table(sweep: Mapping[str, Any]) -> dict[str, Any]:
             "rows": rows}
 
 
+
+
+
+
+def our_setup(config: Mapping[str, Any], sweep: Mapping[str, Any], models: Sequence[Mapping[str, Any]],
+              tensors: Sequence[Mapping[str, Any]], base_models: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Our side of the setup table, one text per aspect of the config's ``paper_setup``, from the config this run
+    used, the sweep summary (its points, pair and zero-shot cells), the perplexity studies' and tensor studies'
+    models, and the embedded base models' recorded metadata (``base_models``: name -> ``lowbit_metadata.json``)."""
+    study, points, (n, m) = config["model"], sweep["points"], sweep["pair"]
+    sources = list(dict.fromkeys(p["model"].removesuffix(f"-c{p['factor']:g}") for p in points))
+    factors = number_list([p["factor"] for p in points])
+    examples = sorted({z["examples"] for z in sweep["zero_shot"]})
+    variants = ", ".join(VARIANTS[v]["scale"].upper() + ("-S (a per-tensor FP32 scale first)"
+                                                         if VARIANTS[v].get("global_scale") else "")
+                         for v in study["variants"])
+    moved = sorted({p["tensors"] for p in points})
+    simulation, grid = config["simulation"], config["simulation"]["sigma"]
+    return {
+        "Models": f"sweep: {', '.join(model_size(s, base_models) for s in sources)} at c = {factors} (the moved "
+                  f"linears' weight sigma times c, the same function); perplexity study: "
+                  f"{', '.join(model_size(g['model'], base_models) for g in models) or 'none'}; tensor studies: "
+                  f"{', '.join(t['model'] for t in tensors) or 'none'}",
+        "Data": f"{scored_corpus(config['model']['corpus'], base_models)}, {study['split']} split"
+                + (f"; zero-shot cloze and 4-way choice tasks, {' or '.join(map(str, examples))} examples"
+                   if examples else ""),
+        "Tokens evaluated": f"sweep cells {first_tokens(config['sweep']['max_tokens'])}; perplexity study "
+                            f"{first_tokens(study['max_tokens'])}",
+        "Sequence length": f"{study['window']} tokens a window, stride {study['stride']}, batch {study['batch_size']}",
+        "Block sizes": f"sweep {number_list(sorted({n, m, *config['sweep']['figure_blocks']}))} (the claims' pair "
+                       f"{n} vs {m}); perplexity study {number_list(study['block_sizes'])}; theory "
+                       f"{number_list(config['theory']['block_sizes'])}; the authors' grid "
+                       f"{number_list(config['paper_model']['block_sizes'])}",
+        "Scale formats": f"{config['element'].upper()} elements, abs-max block scales in {variants}",
+        "Layers quantized": f"sweep: the linears it moves ({' or '.join(map(str, moved))} weight tensors a point), "
+                            f"weights only and weights and activations; perplexity study: the linears matching "
+                            + f"{study['include']}".replace("$", "\\$") + ", weights and activations",
+        "Theory": f"the paper's model and our exact model (common.theory) against simulated Normal data: "
+                  f"{config['paper_model']['samples']} samples a point of the authors' grid, "
+                  f"{simulation['samples']} a point of {grid['points']} sigmas log-spaced in "
+                  f"[{grid['low']:g}, {grid['high']:g}]",
+        "Evaluation": "perplexity ratios and zero-shot accuracies with paired bootstrap intervals over windows or "
+                      "examples, Clopper-Pearson intervals over tensors, Monte Carlo standard errors for the "
+                      "simulation; the verdict of one rule",
+    }
+
+
 def build_context(*, config: Mapping[str, Any], profile: str, validation: Mapping[str, Any],
                   comparison: Mapping[str, Any], tensors: Sequence[Mapping[str, Any]],
                   models: Sequence[Mapping[str, Any]],
                   sweep: Mapping[str, Any], claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]],
                   artifacts: Sequence[str], rerun_examples: Sequence[str], seeds: Mapping[str, int],
-                  stage_seconds: Mapping[str, float]) -> dict[str, Any]:
-    """The report context; ``claims`` is the claims document (``claims.json``)."""
+                  stage_seconds: Mapping[str, float],
+                  base_models: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The report context; ``claims`` is the claims document (``claims.json``); ``base_models``: the embedded base
+    models' recorded metadata by name, for the setup table (:func:`our_setup`)."""
     tables = [analytic_models_table(comparison), model_crossover_table(comparison), fit_table(validation),
               crossover_table(validation), zero_block_table(validation),
               sweep_table(sweep), sweep_gap_table(sweep), zero_shot_table(sweep),
               *(tensor_table(t) for t in tensors), *(gap_table(m) for m in models),
               conventions_table(CONVENTIONS["lowbit"], CONVENTIONS["microscaling_limits_authors"])]
-    return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims,
+    setup = setup_rows(config["paper_setup"], our_setup(config, sweep, models, tensors, base_models or {}))
+    return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims, setup=setup,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
                                           stage_seconds=stage_seconds),
                     rerun=rerun_entries(KEY, profile, rerun_examples), artifacts=artifacts)

@@ -492,7 +492,9 @@ rule msl_claims:
     conda:
         CONDA_ENV
     params:
-        config=json_arg({"element": MSL_ELEMENT, "claims": MSL["claims"], "points": MSL_SWEEP["points"]}),
+        config=json_arg(
+            {"element": MSL_ELEMENT, "claims": MSL["claims"], "points": MSL_SWEEP["points"], "regime": MSL["regime"]}
+        ),
         evidence=json_arg(CFG["evidence"]),
     shell:
         "python -m papers.microscaling_limits claims --config-json {params.config} --evidence-json {params.evidence}"

@@ -8,9 +8,12 @@ validation-perplexity curve, ``train_summary.json``, ``qat.json``), its checkpoi
 ``.../trained/winq/<run>/seed<k>`` (latent weights, ``lowbit_metadata.json``, ``lowbit_scales.safetensors``), its
 quantized checkpoint ``.../trained/winq/<run>/seed<k>`` (``size_report.json``, ``quantization_config.json``), its
 evaluation ``.../eval/<run>/seed<k>.json`` (``base.json``: the full-precision base model) and Hessian cell
-``.../hessian/<run>/seed<k>.json``. The claims read the summary, the cells' evaluations (per-window and per-example
-scores) and the ``quantization_config.json`` of each quantized checkpoint, and write ``claims.json``
-(``common.report.claims_document``: rows and implementation checks).
+``.../hessian/<run>/seed<k>.json``; its run folder also holds the diagnostics of :mod:`common.winq_diagnostics`
+(``mechanism.jsonl``, ``stagnation.jsonl``), which the summary reads. The claims read the summary, the cells'
+evaluations (per-window and per-example scores), the ``quantization_config.json`` of each quantized checkpoint and
+the base model (``--base-model``: the regime card, :mod:`papers.winq.regime`), and write ``claims.json``
+(``common.report.claims_document``: rows, implementation checks and the card); the context reads the base model's
+``config.json`` for the setup table.
 """
 
 from __future__ import annotations
@@ -65,10 +68,13 @@ def train_run(args: argparse.Namespace) -> None:
     config = json_object(args.config_json)
     settings = run_settings(config, args.run_name)
     interpolation = settings["interpolation"] or {}  # None for the methods that do not interpolate
+    diagnostics = config["diagnostics"]
     winq_run(args.init, args.train, args.validation, train_config(config, args.run_name, args.seed), args.run_dir,
              args.out, bits=settings["bits"], activation_bits=settings["activation_bits"], method=settings["method"],
              every=interpolation.get("every"), strength=interpolation.get("strength", WINQ_STRENGTH),
              noise_sigma=settings["noise_sigma"], hadamard=settings["hadamard"],
+             diagnostics_every=settings["diagnostics_every"],
+             stagnation_batches=diagnostics["stagnation_batches"], stagnation_seed=diagnostics["stagnation_seed"],
              device=device_setting(args))
 
 
@@ -95,7 +101,9 @@ def summary(args: argparse.Namespace) -> None:
     bits = {cell_of_path(p): read_json(Path(p) / "size_report.json")["bits_per_weight"] for p in args.quantized}
     write_json(args.out, study_summary(json_object(args.config_json), curves, logs, evaluations, hessians,
                                        {cell: {"qat": r["qat"], "training": r["training"]}
-                                        for cell, r in records.items()}, seconds, bits))
+                                        for cell, r in records.items()}, seconds, bits,
+                                       mechanism={cell_of_path(p, 1): p for p in args.mechanism},
+                                       stagnation={cell_of_path(p, 1): p for p in args.stagnation}))
 
 
 def figure(args: argparse.Namespace) -> None:
@@ -108,11 +116,14 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
+    from common.models import load_causal_lm
     from common.ptq.checkpoint import QUANT_CONFIG_FILE
     from common.report import claim_specs, claims_document
 
     from .claims import Study, study_checks, study_claims
+    from .regime import regime_card
 
+    require_paths({"--base-model": args.base_model})
     config = json_object(args.config_json)
     evaluations = {evaluation_key(p): p for p in args.evaluations}
     study = Study(summary=read_json(args.summary), evaluations={c: read_json(p) for c, p in evaluations.items()},
@@ -120,7 +131,8 @@ def claims(args: argparse.Namespace) -> None:
                   summary_path=args.summary, evaluation_paths=evaluations)
     rows = study_claims(claim_specs(config["claims"]), study,
                         evidence_settings(args), config["settings"])
-    write_json(args.out, claims_document(rows, study_checks(study)))
+    card = regime_card(config, dict(load_causal_lm(args.base_model).named_parameters()))
+    write_json(args.out, claims_document(rows, study_checks(study), card))
 
 
 def context(args: argparse.Namespace) -> None:
@@ -128,6 +140,7 @@ def context(args: argparse.Namespace) -> None:
 
     from .context import build_context
     from .figures import caption
+    from .regime import model_facts
 
     config = json_object(args.config_json)
     study = read_json(args.summary)
@@ -140,6 +153,7 @@ def context(args: argparse.Namespace) -> None:
     stages |= training_seconds(args.base_model_metadata)
     write_json(args.out, build_context(
         config=config, profile=args.profile, summary=study, claims=read_json(args.claims),
+        model=model_facts(args.base_model), corpus=args.corpus,
         figures=figure_entries(args.figures, caption), artifacts=[*args.cited, args.summary, args.claims],
         rerun_examples=args.rerun_example,
         seeds={"training cells of compared runs (data order, initialisation, noise)": _seeds(config["seeds"]),
@@ -178,14 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
         ("summary", summary, "the study's summary over every run",
          [("--config-json", req), ("--curves", MANY), ("--logs", MANY), ("--evaluations", MANY),
           ("--hessians", {"nargs": "*", "default": []}), ("--trained", MANY), ("--quantized", MANY),
-          ("--out", req)]),
+          ("--mechanism", MANY), ("--stagnation", MANY), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": list(FIGURES)}), ("--summary", req), ("--png", req), ("--pdf", req)]),
         ("claims", claims, "the claims table: estimates, intervals and verdicts of the config's predictions "
-         "(--config-json: {claims, settings}), and the implementation checks",
+         "(--config-json: papers.winq.claims.claims_config), the implementation checks and the regime card "
+         "(measured on --base-model, the checkpoint the study trains from)",
          [("--config-json", req), ("--evidence-json", req), ("--summary", req), ("--evaluations", MANY),
-          ("--quantized", MANY), ("--out", req)]),
-        ("context", context, "the report context", [("--summary", req), *CONTEXT_FLAGS]),
+          ("--quantized", MANY), ("--base-model", req), ("--out", req)]),
+        ("context", context, "the report context (--base-model: the checkpoint the study trains from, --corpus: "
+         "the name of its QAT corpus, for the setup table)",
+         [("--summary", req), ("--base-model", req), ("--corpus", req), *CONTEXT_FLAGS]),
     ])
 
 

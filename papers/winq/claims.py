@@ -26,9 +26,12 @@ units every cell was scored on, the same draw for every seed and model:
   absolute threshold (``hessian.near_zero_abs``, 1e-3) or the cell's relative one; a cell's value is their mean over
   probes, through :data:`SPECTRUM`'s transform (percent, or ``ln`` of the largest |eigenvalue|).
 
-Trajectory statistics (the gradient norm from ``train_log.csv``, the validation curve, the speedup) have no shared
-evaluation units (``eval_log.csv`` keeps one perplexity per evaluation, a cell's steps are its own): their interval
-is the t-interval over seeds alone, and one seed leaves them not testable. With one seed an evaluation row has the
+Trajectory statistics (the gradient norm from ``train_log.csv``, the validation curve, the speedup, and the
+diagnostics of :mod:`common.winq_diagnostics`: the authors' relative gradient norm from ``stagnation.jsonl``, the
+codes changed and the latent weights near a code boundary per interpolation period from ``mechanism.jsonl``) have no
+shared evaluation units (``eval_log.csv`` keeps one perplexity per evaluation, a cell's steps are its own, the
+diagnostics are measured on the cell's own weights): their interval is the t-interval over seeds alone, and one seed
+leaves them not testable. With one seed an evaluation row has the
 shared interval alone, labelled "1 seed".
 
 The speedup per seed is the same seed's baseline steps to its final validation perplexity over WinQ's; a seed whose
@@ -66,6 +69,17 @@ HADAMARD_REASON = ("this profile's study has no Hadamard setting (one with hadam
                    "its materialized effective weights first")
 ONE_SEED = ("one training seed: a trajectory statistic (the training log, the validation curve) has no shared "
             "evaluation units to bootstrap, its interval is over seeds")
+
+
+CLAIMS_CONFIG = ("claims", "regime", "learning_rates", "train", "interpolation")  # read by the claims step as they are
+
+
+def claims_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a profile's study ``config`` the claims step reads (``--config-json``), alone: the predictions,
+    the setting names, the regime card and the schedule its quantities are measured on
+    (:func:`papers.winq.regime.regime_values`: learning rates, train fields, run lengths, interpolation)."""
+    return {**{key: config[key] for key in CLAIMS_CONFIG}, "settings": list(config["settings"]),
+            "train_steps": dict(config.get("train_steps") or {})}
 
 
 @dataclass(frozen=True)
@@ -276,9 +290,11 @@ def speedup(spec: ClaimSpec, study: Study, evidence: Evidence, setting: str) -> 
 
 # ------------------------------------------------------------------------------------------ the training dynamics
 def trajectory_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, methods: Sequence[str],
-                     statistic: Callable[[Mapping[str, Mapping[str, Any]]], float], what: str) -> Claim:
+                     statistic: Callable[[Mapping[str, Mapping[str, Any]]], float], what: str,
+                     undefined: str = "no net change in the curve") -> Claim:
     """A statistic of the training cells themselves (no shared evaluation units): per seed ``k`` the mean over the
-    pooled settings that compare ``methods`` of ``statistic({method: cell row})``, with the t-interval over seeds."""
+    pooled settings that compare ``methods`` of ``statistic({method: cell row})``, with the t-interval over seeds;
+    not testable, saying why (``undefined``), when the statistic is not finite for some seed."""
     settings = pooled_settings(study, *methods)
     if not settings:
         return not_testable(spec, no_settings(methods, study), [study.summary_path])
@@ -286,8 +302,7 @@ def trajectory_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, metho
     per_setting = {s: [statistic({m: cell_of(study.summary, seed_cell(f"{s}-{m}", k)) for m in methods})
                        for k in seeds] for s in settings}
     if not all(math.isfinite(v) for vs in per_setting.values() for v in vs):
-        return not_testable(spec, f"{what} is undefined for some seed (no net change in the curve)",
-                            [study.summary_path])
+        return not_testable(spec, f"{what} is undefined for some seed ({undefined})", [study.summary_path])
     values = [float(np.mean([per_setting[s][i] for s in settings])) for i in range(len(seeds))]
     detail = "; ".join(f"{setting_label(study.setting(s))}: {what} {per_seed_text(seeds, per_setting[s], '{:.3g}')}"
                        for s in settings)
@@ -316,6 +331,34 @@ def late_share(rows: Mapping[str, Mapping[str, Any]]) -> float:
 def noise_grad_norm(rows: Mapping[str, Mapping[str, Any]]) -> float:
     """``ln`` of noise-only's mean gradient norm over the last half of the run / the baseline's."""
     return math.log(rows["noise"]["grad_norm"]["last_half"] / rows["baseline"]["grad_norm"]["last_half"])
+
+
+NO_STAGNATION = "no stagnation record (stagnation.jsonl), or no evaluation in the second or the last quarter"
+NO_MECHANISM = ("no mechanism record (mechanism.jsonl) at the baseline's boundaries, or no boundary with a next "
+                "period after the first")
+
+
+def relative_grad_norm_decay(rows: Mapping[str, Mapping[str, Any]]) -> float:
+    """The authors' stagnation statistic of the baseline: its relative gradient norm ``||grad_W L|| / ||W||`` over
+    the evaluations of the last quarter / of the second quarter (``last_over_second`` of
+    :func:`papers.winq.study.stagnation_summary`); NaN where that is undefined (:data:`NO_STAGNATION`)."""
+    stagnation = rows["baseline"]["stagnation"]
+    ratio = None if stagnation is None else stagnation["last_over_second"]
+    return math.nan if ratio is None else ratio
+
+
+def mechanism_vs_baseline(rows: Mapping[str, Mapping[str, Any]], *, method: str, field: str) -> float:
+    """``100 (m - b)``: ``method``'s mechanism mean ``field`` (a share, :func:`papers.winq.study.mechanism_summary`)
+    minus the same seed's baseline's over the same boundaries (the cell's ``mechanism_vs_baseline``), in points;
+    NaN where that is undefined (:data:`NO_MECHANISM`: either has no records, they were recorded at other steps, or
+    the field has no value)."""
+    ours, baseline = rows[method], rows["baseline"]
+    if ours["mechanism"] is None or baseline["mechanism"] is None:
+        return math.nan
+    if ours["mechanism"]["steps"] != baseline["mechanism"]["steps"]:
+        return math.nan
+    difference = ours["mechanism_vs_baseline"][field]
+    return math.nan if difference is None else PERCENT * difference
 
 
 # ------------------------------------------------------------------------------------------------ Hessian spectra
@@ -487,6 +530,9 @@ FIXED_ROWS: dict[str, RowBuilder] = {
                                             what="gradient norm last / second quarter"),
     "baseline_stagnates_perplexity": partial(trajectory_claim, methods=("baseline",), statistic=late_share,
                                              what="share of the log-perplexity reduction in the last half, %"),
+    "baseline_stagnates_relative_grad_norm": partial(
+        trajectory_claim, methods=("baseline",), statistic=relative_grad_norm_decay,
+        what="relative gradient norm ||grad_W L|| / ||W|| last / second quarter", undefined=NO_STAGNATION),
     "flat_near_zero_w1": partial(one_bit_mass, quantity="near"),
     "flat_near_zero_relative_w1": partial(one_bit_mass, quantity="near_relative"),
     "flat_balance_w1": one_bit_balance,
@@ -496,6 +542,16 @@ FIXED_ROWS: dict[str, RowBuilder] = {
                                               statistic="largest"),
     "interpolation_steepens_near_zero": partial(method_vs_baseline_spectrum, method="interpolation",
                                                 statistic="near"),
+    "interpolation_fewer_codes_change": partial(
+        trajectory_claim, methods=("interpolation", "baseline"),
+        statistic=partial(mechanism_vs_baseline, method="interpolation", field="codes_changed_after_first"),
+        what="codes changed per period after the first interpolation, interpolation - baseline, points",
+        undefined=NO_MECHANISM),
+    "interpolation_away_from_boundaries": partial(
+        trajectory_claim, methods=("interpolation", "baseline"),
+        statistic=partial(mechanism_vs_baseline, method="interpolation", field="near_boundary_after"),
+        what="latent weights within the next period's travel of a code boundary after each interpolation, "
+             "interpolation - baseline, points", undefined=NO_MECHANISM),
     "noise_larger_grad_norm": partial(trajectory_claim, methods=("noise", "baseline"), statistic=noise_grad_norm,
                                       what="ln(gradient norm over the last half, noise / baseline)"),
     "noise_more_negative_mass": partial(method_vs_baseline_spectrum, method="noise", statistic="negative"),
@@ -672,7 +728,22 @@ def seed_check(study: Study) -> Check:
                  (study.summary_path,))
 
 
+def codes_kept_check(study: Study) -> Check:
+    """No interpolation changed a code: every cell's ``codes_changed_by_interpolation_max`` (its mechanism records)
+    is 0, the identity ``Q(0.2 W + 0.8 Q(W)) = Q(W)`` with the scales untouched (fact sheet); the cells without
+    mechanism records are skipped, and the measurement says how many were checked."""
+    cells = study.summary["cells"]
+    largest = {row["cell"]: row["mechanism"]["mean"]["codes_changed_by_interpolation_max"] for row in cells
+               if row["mechanism"] is not None}
+    failures = [f"{cell}: an interpolation changed a share {share:.3g} of the codes"
+                for cell, share in largest.items() if share != 0]
+    measured = (f"{len(largest)} of {len(cells)} cells checked (the others have no mechanism records): "
+                + ("; ".join(failures) or "no interpolation changed a code"))
+    return Check("interpolation_keeps_codes", "no interpolation changes a code: Q(0.2 W + 0.8 Q(W)) = Q(W) with the "
+                 "scales untouched", measured, not failures, (study.summary_path,))
+
+
 def study_checks(study: Study) -> list[Check]:
     """The implementation checks run with the claims (a failed one fails the build)."""
     return [paired_units_check(study), scores_check(study), spectrum_check(study), bits_per_weight_check(study),
-            interpolation_check(study), seed_check(study)]
+            interpolation_check(study), codes_kept_check(study), seed_check(study)]

@@ -1,6 +1,7 @@
 """The report context of the WinQ paper (the dict :mod:`common.report.render` renders), read from the artifacts:
-question and method, figures, tables (runs with speedups and final quality, the Hessian spectra), claims,
-provenance and how to rerun a cell."""
+the setup table (the paper's beside ours, from the config and the base model used), question and method, figures,
+tables (runs with speedups and final quality, the Hessian spectra), claims with the regime card, provenance and how
+to rerun a cell."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from common.report import assemble, provenance, rerun_entries
+from common.report import assemble, provenance, rerun_entries, setup_rows
+from common.train import TrainConfig
 
-from .settings import KEY
+from .settings import GROUPS, KEY, interpolation_every, learning_rate_group, run_steps
 from .study import ACCURACIES
 
 PAPER = {
@@ -21,41 +23,37 @@ PAPER = {
     "question": "Does low-bit QAT stall in flat regions of the loss (Hessian mass near zero, small curvature, more "
                 "so at fewer bits), and do periodic interpolation toward the quantization grid plus noise injection "
                 "(WinQ) make it converge faster and to a better model at the same budget?",
-    "method": "Low-bit QAT of an embedded base model on its pretraining corpus with ParetoQ's per-row quantizers on "
-              "every attention and MLP linear layer: binary sign(W) alpha (1 bit), stretched elastic quantization "
-              "(1.58 and 2 bits), LSQ (3 and 4 bits), learnable per-row scales alpha, optionally 8-bit per-token "
-              "activations or a Hadamard rotation (QuEST-style). Four methods share the step budget, the cosine "
-              "learning-rate schedule (AdamW, no weight decay, as the paper) and, per seed, the data order: the "
+    "method": "Low-bit QAT of a base model on its pretraining corpus (the table above sets our model, data, schedule "
+              "and seeds beside the paper's) with ParetoQ's per-row quantizers on every attention and MLP linear: "
+              "binary sign(W) alpha (1 bit), stretched elastic quantization (1.58 and 2 bits), LSQ (3 and 4 bits), "
+              "learnable per-row scales alpha, optionally 8-bit per-token activations or a Hadamard rotation "
+              "(QuEST-style). Four methods share the step budget, the schedule and, per seed, the data order: the "
               "baseline (ParetoQ QAT); WinQ, which after optimizer steps K, 2K, ..., N (counted from 1, the last "
-              "included: N // K times, as the authors' callback) sets each latent weight W <- (1 - a) W + a Q(W) "
-              "(a = 0.8, Q without noise) and adds Gaussian noise sigma N(0, I) (sigma = 1e-3) to the latent weights "
-              "and scales in every training forward; and the two ablations (interpolation only, noise only). K is the "
-              "paper's fraction of the run: a quarter for 1-2 bits, a half for >= 3 bits. The paper trains "
-              "LLaMA-3.2-1B for 80k-240k steps at lr 1e-5 to 4e-5, where the ParetoQ baseline plateaus; we train a "
-              "model of a few million parameters (default: `tiny`, pretrained for 2400 steps, since on a base "
-              "pretrained for 800 steps QAT was mostly more pretraining and never flattened) for the profile's steps "
-              "at learning rates chosen (same ratios as the paper's) so that our baseline also flattens before the "
-              "end, which the stagnation rows test rather than assume. Seeds: every run the claims compare is trained "
-              "on several seeds (a seed fixes the data "
-              "order, the initialisation and the noise), runs only the figures use on one; each claim pairs runs by "
-              "seed. The speedup is read from the validation-perplexity curves (the same seed's baseline's steps to "
-              "its final value over the method's); every final model is checkpoint-quantized (packed integer codes "
-              "and the learned float32 scales, rebuilt bit-exactly) and evaluated on the held-out test split "
-              "(perplexity) and zero-shot tasks. The Hessian of the training loss over the quantized layers' latent "
-              "weights (through the straight-through estimator, on a fixed batch, the same SLQ probes for every "
-              "model) is estimated by stochastic Lanczos quadrature for every seed of the compared runs; its "
-              "near-zero mass is read at the paper's absolute threshold (|eigenvalue| < 1e-3; the authors' notebook "
-              "uses 1.5e-3, given in the detail) and at a threshold relative to the largest |eigenvalue|. Each "
-              "claim is a prediction written in the config before the data (a statistic, a direction and a "
-              "threshold with its source) and an estimate with its 95% interval: the seed mean of the per-seed "
-              "statistic with a t-interval over seeds, widened by the paired bootstrap over the evaluation units "
-              "the seeds share (test windows, zero-shot examples or SLQ probes, the same resample for every model "
-              "and seed); trajectory statistics (gradient norms, validation curves, speedups) have the t-interval "
-              "over seeds alone. A claim is reproduced when the interval lies wholly on the predicted side of the "
-              "threshold, contradicted when wholly on the other side, inconclusive when it straddles; not testable "
-              "only with the reason stated. Identities (bits per weight, scores that rebuild the metrics, spectral "
-              "masses, the interpolation count N // K, the seeds each cell recorded) are implementation checks that "
-              "stop the build when broken.",
+              "included, as the authors' callback) sets each latent weight W <- (1 - a) W + a Q(W) (a = 0.8, Q "
+              "without noise) and adds Gaussian noise to the latent weights and scales in every training forward; and "
+              "the two ablations (interpolation only, noise only). The interpolation leaves Q(W) unchanged: it acts "
+              "only if a weight it moved to its level can travel to a code boundary within a period. The regime card "
+              "after the claims measures that travel, the move of one step and the quantized share of the parameters "
+              "on our base model and schedule beside the paper's; a claim whose mechanism needs a quantity outside its "
+              "bounds is not testable at this scale, its estimate kept. The speedup is read from the "
+              "validation-perplexity curves (the same seed's baseline's steps to its final value over the method's); "
+              "every final model is checkpoint-quantized (packed codes and the learned float32 scales, rebuilt "
+              "bit-exactly) and evaluated on the held-out test split and zero-shot tasks. The Hessian of the training "
+              "loss over the quantized layers' latent weights (through the straight-through estimator, on a fixed "
+              "batch, the same SLQ probes for every model) is estimated by stochastic Lanczos quadrature; its "
+              "near-zero mass is read at the paper's absolute threshold (|eigenvalue| < 1e-3; the authors' notebook's "
+              "1.5e-3 in the detail) and relative to the largest |eigenvalue|. Every run also records, at the "
+              "interpolation boundaries K, 2K, ... (in the runs without interpolation too, so that they pair step "
+              "for step), the share of codes changed over each period and the share of latent weights within the "
+              "next period's travel of a code boundary right before and right after the interpolation, and at every "
+              "evaluation the authors' stagnation statistic, the relative gradient norm ||grad_W L|| / ||W|| of the "
+              "quantized weights on fixed training batches; neither changes the training. A claim's estimate is "
+              "the seed mean of its per-seed statistic with a t-interval over seeds, widened by the paired bootstrap "
+              "over the evaluation units the seeds share (test windows, zero-shot examples, SLQ probes); trajectory "
+              "statistics (gradient norms, curves, speedups, the diagnostics) have the t-interval alone. Identities "
+              "(bits per weight, scores that rebuild the metrics, spectral masses, the interpolation count N // K, the "
+              "codes every interpolation keeps, the seeds each cell recorded) are implementation checks that stop the "
+              "build when broken.",
 }
 
 
@@ -108,14 +106,82 @@ def hessian_table(summary: Mapping[str, Any]) -> dict[str, Any]:
                         "largest |eigenvalue|", "parameters", "probes x steps", "seconds"], "rows": rows}
 
 
+GROUP_LABELS = {"low_bit": "W <= 2 A16", "a8": "A8", "high_bit": "W >= 3 A16"}  # learning-rate groups, as the paper
+
+
+def study_groups(config: Mapping[str, Any]) -> list[str]:
+    """The learning-rate groups of the study settings (:func:`papers.winq.settings.learning_rate_group`), in
+    :data:`papers.winq.settings.GROUPS` order."""
+    used = {learning_rate_group(config["settings"][s]["bits"], config["settings"][s]["activation_bits"])
+            for s in config["study_settings"]}
+    return [g for g in GROUPS if g in used]
+
+
+def per_group(values: Mapping[str, str]) -> str:
+    """``value`` when every group's is the same, else ``value (its groups' labels); ...`` in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for group, value in values.items():
+        groups.setdefault(value, []).append(GROUP_LABELS[group])
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{value} ({', '.join(labels)})" for value, labels in groups.items())
+
+
+def parameter_count(n: int) -> str:
+    """A parameter count in millions or billions, two decimals: ``2.82M``, ``1.24B``."""
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.2f}M"
+
+
+def setup_ours(config: Mapping[str, Any], model: Mapping[str, Any], corpus: str) -> dict[str, str]:
+    """Our side of the setup table, aspect by aspect as the config's ``paper_setup``: the base model's facts
+    (:func:`papers.winq.regime.model_facts`), the QAT ``corpus`` actually used, and per learning-rate group of the
+    study the run length, tokens (optimizer steps x sequences per step and process x ``seq_len``), learning rate and
+    interpolation period of the profile's ``config``."""
+    train = TrainConfig.from_dict(dict(config["train"]))
+    groups = study_groups(config)
+    steps = {g: run_steps(config, g) for g in groups}
+    sequences = train.micro_batch_size * train.grad_accum
+    embeddings = "tied" if model["tied"] else "untied"
+    own_corpus = "" if config["corpus"] else " (the base model's pretraining corpus)"
+    eval_tokens = config["eval"]["max_tokens"]
+    return {
+        "Model": f"{model['name']}, {parameter_count(model['parameters'])} parameters ({model['blocks']} blocks, "
+                 f"hidden {model['hidden']}, vocabulary {model['vocabulary']:,}, {embeddings} embeddings), "
+                 f"{'bf16 autocast' if train.bf16 else 'float32'}",
+        "Data": f"{corpus}{own_corpus}",
+        "Tokens": per_group({g: f"{n * sequences * train.seq_len:,} a run ({n:,} steps of {sequences} sequences of "
+                                f"{train.seq_len} tokens, per process)" for g, n in steps.items()}),
+        "Steps": per_group({g: f"{n:,}" for g, n in steps.items()}),
+        "Learning rate": f"AdamW (beta2 {train.beta2:g}), weight decay {train.weight_decay:g}, {train.warmup_steps} "
+                         f"warmup steps then cosine to {train.min_lr_ratio:g} lr: "
+                         + per_group({g: f"{config['learning_rates'][g]:g}" for g in groups}),
+        "Interpolation period K": per_group({g: f"{interpolation_every(config, g):,} of {n:,} steps"
+                                             for g, n in steps.items()})
+                                  + f"; strength {config['interpolation']['strength']:g}, noise sigma "
+                                    f"{config['noise']['sigma']:g}",
+        "Seeds": f"{', '.join(map(str, config['seeds']))} for every compared run, "
+                 f"{', '.join(map(str, config['figure_seeds']))} for the figure-only runs",
+        "Layers quantized": f"every attention and MLP linear (q, k, v, o, gate, up, down) of the {model['blocks']} "
+                            f"blocks, {model['layers']} layers and {model['share']:.0%} of the parameters; the "
+                            f"{embeddings} embeddings and the norms in float32",
+        "Evaluation": f"{corpus}'s test split: perplexity over "
+                      f"{'all its' if eval_tokens is None else f'the first {eval_tokens:,}'} tokens in "
+                      f"{config['eval']['window']}-token windows (stride {config['eval']['stride']}), and zero-shot "
+                      "cloze and 4-way choice tasks built from the corpus, every model checkpoint-quantized first",
+    }
+
+
 def build_context(*, config: Mapping[str, Any], profile: str, summary: Mapping[str, Any],
-                  claims: Mapping[str, Any], figures: Sequence[Mapping[str, str]], artifacts: Sequence[str],
-                  rerun_examples: Sequence[str], seeds: Mapping[str, Any],
-                  stage_seconds: Mapping[str, float]) -> dict[str, Any]:
-    """The report context; ``claims``: the claims document (``claims.json``: ``{"rule", "claims", "checks",
-    "counts"}``, :func:`common.report.claims_document`), re-validated row by row by ``assemble``."""
+                  claims: Mapping[str, Any], model: Mapping[str, Any], corpus: str,
+                  figures: Sequence[Mapping[str, str]], artifacts: Sequence[str], rerun_examples: Sequence[str],
+                  seeds: Mapping[str, Any], stage_seconds: Mapping[str, float]) -> dict[str, Any]:
+    """The report context; ``claims``: the claims document (``claims.json``, :func:`common.report.claims_document`:
+    rows, checks and the regime card), re-validated row by row by ``assemble``; ``model`` and ``corpus``: the base
+    model's facts (:func:`papers.winq.regime.model_facts`) and the QAT corpus, for the setup table
+    (:func:`setup_ours`)."""
     tables = [run_table(summary), hessian_table(summary)]
-    return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims,
+    setup = setup_rows(config["paper_setup"], setup_ours(config, model, corpus))
+    return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims, setup=setup,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,
                                           stage_seconds=stage_seconds),
                     rerun=rerun_entries(KEY, profile, rerun_examples), artifacts=artifacts)

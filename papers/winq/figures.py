@@ -2,12 +2,12 @@
 shows it); ``python -m papers.winq figure <id>`` saves it as PNG and PDF (:func:`common.report.figures.save_figure`).
 :data:`PLOTS` and :data:`CAPTIONS` by figure kind (``settings.FIGURES``).
 
-Seeds: a curve is the mean over a run's seeds with a band of +-1 sample sd (none for a run of one seed, which only
-the figures use); a bar the seed mean with the seeds as dots. Spectral densities are drawn from the Ritz values
-``theta`` and weights ``tau`` of stochastic Lanczos quadrature (the cells' ``nodes`` and ``weights``, every seed of a
-run pooled): the ``tau``-weighted histogram over :data:`BINS` equal bins spanning the
-spectra of the panel, on a log mass axis (the kernel density of the cell, sigma 1e-3 on 400 grid points across the
-whole spectrum, is sharper than the grid spacing and would miss most Ritz values).
+Seeds: a curve is the mean over a run's seeds (the diagnostics: over its seeds with records) with a band of +-1
+sample sd (none for a run of one seed, which only the figures use); a bar the seed mean with the seeds as dots.
+Spectral densities are drawn from the Ritz values ``theta`` and weights ``tau`` of stochastic Lanczos quadrature (the
+cells' ``nodes`` and ``weights``, every seed of a run pooled): the ``tau``-weighted histogram over :data:`BINS` equal
+bins spanning the spectra of the panel, on a log mass axis (the kernel density of the cell, sigma 1e-3 on 400 grid
+points across the whole spectrum, is sharper than the grid spacing and would miss most Ritz values).
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ CAPTIONS = {
     "grad-norm": "Gradient norm per optimizer step (total norm before clipping, a moving average over 1/40 of the "
                  "run) of the baseline and WinQ in every setting that has both: the mean over seeds, the band +-1 "
                  "sample sd over seeds (one seed: no band). A stagnating baseline flattens toward zero.",
+    "diagnostics": "What the interpolation does and the authors' stagnation statistic during QAT, one row per setting "
+                   "and a line per method (the mean over the run's seeds, the band +-1 sample sd where it has "
+                   "several). Left: the share of integer codes that changed over each interpolation period, at its "
+                   "end (steps K, 2K, ...; the methods without interpolation are measured at the same steps). Middle: "
+                   "the share of latent weights within the next period's travel (the learning rate summed over it) "
+                   "of a code boundary, right before and right after each boundary: the vertical step at a boundary "
+                   "is what the interpolation did (none without one), the line between two boundaries joins the "
+                   "period's ends. Right: the relative gradient norm ||grad_W L|| / ||W|| of the quantized weights at "
+                   "every evaluation, on fixed training batches (log axis).",
     "final": "Test perplexity of every checkpoint-quantized model (packed codes and learned scales) at equal budget, "
              "per setting and method: the bar is the mean over the run's seeds, the dots the seeds (runs only the "
              "figures use have one seed); the line is the full-precision base model.",
@@ -127,6 +136,52 @@ def plot_grad_norm(summary: Mapping[str, Any]) -> plt.Figure:
                   f"{method} ({len(cells)} seed{'s' * (len(cells) > 1)})")
         ax.set(title=setting, xlabel="step", ylabel="gradient norm", yscale="log")
         ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def boundary_steps(mechanism: Mapping[str, Any]) -> tuple[list[int], list[float]]:
+    """The near-boundary shares of one cell's mechanism (:func:`papers.winq.study.mechanism_summary`) as a line
+    through each boundary with a next period, ``x = s_1, s_1, s_2, s_2, ...`` and ``y = before_1, after_1, before_2,
+    after_2, ...``, in percent."""
+    kept = [(s, b, a) for s, b, a in zip(mechanism["steps"], mechanism["near_boundary_before"],
+                                          mechanism["near_boundary_after"], strict=True) if b is not None]
+    return ([s for s, *_ in kept for _ in range(2)],
+            [100 * share for _, before, after in kept for share in (before, after)])
+
+
+def _diagnosed_settings(summary: Mapping[str, Any]) -> list[str]:
+    return [s for s in summary["settings"] if any(c["setting"] == s and (c["mechanism"] or c["stagnation"])
+                                                   for c in summary["cells"])]
+
+
+def plot_diagnostics(summary: Mapping[str, Any]) -> plt.Figure:
+    """Per setting: codes changed per period, the near-boundary share before/after each boundary and the relative
+    gradient norm, each method's seed mean with a band (caption ``diagnostics``)."""
+    set_report_theme()
+    palette = _palette(summary["methods"])
+    settings = _diagnosed_settings(summary)
+    rows = max(1, len(settings))
+    fig, axes = plt.subplots(rows, 3, figsize=(10.2, 2.8 * rows), squeeze=False)
+    for (codes, near, stagnation), setting in zip(axes, settings, strict=False):
+        for method in _methods_of(summary, setting):
+            cells = [c for c in summary["cells"] if c["run"] == f"{setting}-{method}"]
+            label = f"{method} ({len(cells)} seed{'s' * (len(cells) > 1)})"
+            mechanisms = [c["mechanism"] for c in cells if c["mechanism"]]
+            if mechanisms:
+                _band(codes, mechanisms[0]["steps"], [[100 * v for v in m["codes_changed"]] for m in mechanisms],
+                      palette[method], label, ".")
+                lines = [boundary_steps(m) for m in mechanisms]
+                _band(near, lines[0][0], [y for _, y in lines], palette[method], label, ".")
+            curves = [c["stagnation"] for c in cells if c["stagnation"]]
+            if curves:
+                _band(stagnation, curves[0]["steps"], [c["relative_grad_norm"] for c in curves], palette[method],
+                      label, ".")
+        codes.set(title=f"{setting}: codes changed", xlabel="step", ylabel="codes changed in the period, %")
+        near.set(title=f"{setting}: near a code boundary", xlabel="step", ylabel="within a period's travel, %")
+        stagnation.set(title=f"{setting}: stagnation", xlabel="step", ylabel="||grad_W L|| / ||W||", yscale="log")
+    if settings:
+        axes[0][0].legend(fontsize="small")
     fig.tight_layout()
     return fig
 
@@ -255,6 +310,6 @@ def plot_hessian_stats(summary: Mapping[str, Any]) -> plt.Figure:
     return fig
 
 
-PLOTS = {"curves": plot_curves, "grad-norm": plot_grad_norm, "final": plot_final, "spectra": plot_spectra,
-         "spectra-methods": plot_spectra_methods, "hessian-stats": plot_hessian_stats}
+PLOTS = {"curves": plot_curves, "grad-norm": plot_grad_norm, "diagnostics": plot_diagnostics, "final": plot_final,
+         "spectra": plot_spectra, "spectra-methods": plot_spectra_methods, "hessian-stats": plot_hessian_stats}
 check_figures(__name__, FIGURES, PLOTS, CAPTIONS)

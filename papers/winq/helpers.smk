@@ -1,5 +1,6 @@
 # winq: the paper config (validated, profile merged), its training cells, its base model, its checkpoint quantization
 # entry and the functions its rules call.
+from papers.winq.claims import claims_config
 from papers.winq.settings import FIGURES as WQ_FIGURES
 from papers.winq.settings import KEY as WQ_KEY
 from papers.winq.settings import hessian_cells, run_config, training_cells
@@ -32,8 +33,8 @@ def wq_eval_model(wildcards):
 
 
 def wq_run_config(wildcards):
-    """What one run depends on, alone (a changed threshold or another run's setting reruns no training; the seed
-    is the cell's wildcard)."""
+    """What one run depends on, alone (a changed threshold or another run's setting reruns no training, a changed
+    diagnostics setting reruns every cell; the seed is the cell's wildcard)."""
     return json_arg(run_config(WQ, wildcards.wq_run))
 
 

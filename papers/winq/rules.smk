@@ -16,7 +16,8 @@ wildcard_constraints:
 
 rule wq_train:
     """One training cell: low-bit QAT of the base model on one seed (data order, initialisation, noise; resumable:
-    rerunning after a kill continues from its checkpoint.pt)."""
+    rerunning after a kill continues from its checkpoint.pt), with its diagnostics: the mechanism at the
+    interpolation boundaries and the authors' stagnation statistic at every evaluation."""
     input:
         init=WQ_BASE_DIR,
         train=training_split(WQ_CORPUS, "train", WQ_BASE),
@@ -26,6 +27,8 @@ rule wq_train:
         curve=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/eval_log.csv",
         log=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/train_log.csv",
         summary=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/train_summary.json",
+        mechanism=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/mechanism.jsonl",
+        stagnation=f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/stagnation.jsonl",
     log:
         f"{WQ_DIR}/runs/{{wq_run}}/seed{{wq_seed}}/stderr.log",
     conda:
@@ -92,11 +95,13 @@ rule wq_hessian:
 
 rule wq_summary:
     """The study's summary: per cell and as seed means, curves, gradient norms, speedups, final quality at equal
-    budget, Hessian spectra."""
+    budget, Hessian spectra, the mechanism per period and the stagnation statistic."""
     input:
         curves=wq_run_files("eval_log.csv"),
         logs=wq_run_files("train_log.csv"),
         summaries=wq_run_files("train_summary.json"),
+        mechanism=wq_run_files("mechanism.jsonl"),
+        stagnation=wq_run_files("stagnation.jsonl"),
         evaluations=WQ_EVALUATIONS,
         hessians=WQ_HESSIANS,
         trained=expand(f"{WQ_TRAINED}/{{cell}}", cell=WQ_CELLS),
@@ -108,11 +113,12 @@ rule wq_summary:
     conda:
         CONDA_ENV
     params:
-        config=json_arg({k: v for k, v in WQ.items() if k != "claims"}),
+        config=json_arg({k: v for k, v in WQ.items() if k not in ("claims", "regime", "paper_setup")}),
     shell:
         "python -m papers.winq summary --config-json {params.config} --curves {input.curves} --logs {input.logs}"
         " --evaluations {input.evaluations} --hessians {input.hessians} --trained {input.trained}"
-        " --quantized {input.quantized} --out {output} > {log} 2>&1"
+        " --quantized {input.quantized} --mechanism {input.mechanism} --stagnation {input.stagnation} --out {output}"
+        " > {log} 2>&1"
 
 
 rule wq_figure:
@@ -146,6 +152,7 @@ rule wq_claims:
         summary=f"{WQ_DIR}/summary.json",
         evaluations=expand(f"{WQ_DIR}/eval/{{cell}}.json", cell=WQ_CELLS),
         quantized=WQ_QUANTIZED,
+        base=WQ_BASE_DIR,
     output:
         report(f"{WQ_DIR}/claims.json", caption="report/claims.rst", category="WinQ"),
     log:
@@ -153,12 +160,12 @@ rule wq_claims:
     conda:
         CONDA_ENV
     params:
-        config=json_arg({"claims": WQ["claims"], "settings": list(WQ["settings"])}),
+        config=json_arg(claims_config(WQ)),
         evidence=json_arg(CFG["evidence"]),
     shell:
         "python -m papers.winq claims --config-json {params.config} --evidence-json {params.evidence}"
-        " --summary {input.summary} --evaluations {input.evaluations} --quantized {input.quantized} --out {output}"
-        " > {log} 2>&1"
+        " --summary {input.summary} --evaluations {input.evaluations} --quantized {input.quantized}"
+        " --base-model {input.base} --out {output} > {log} 2>&1"
 
 
 rule wq_context:
@@ -170,7 +177,10 @@ rule wq_context:
         evaluations=WQ_EVALUATIONS,
         curves=wq_run_files("eval_log.csv"),
         logs=wq_run_files("train_log.csv"),
+        mechanism=wq_run_files("mechanism.jsonl"),
+        stagnation=wq_run_files("stagnation.jsonl"),
         hessians=WQ_HESSIANS,
+        base=WQ_BASE_DIR,
     output:
         f"{WQ_DIR}/report/context.json",
     log:
@@ -184,8 +194,11 @@ rule wq_context:
         pngs=lambda w, input: [f for f in input.figures if f.endswith(".png")],
         metadata=pretraining_metadata([WQ_BASE]),
         examples=[f"{WQ_TRAINED}/{WQ_EXAMPLE}", f"{WQ_DIR}/eval/{WQ_EXAMPLE}.json"],
+        corpus=WQ_CORPUS,
     shell:
         "python -m papers.winq context --config-json {params.config} --profile {params.profile}"
         " --seed {params.seed} --summary {input.summary} --claims {input.claims} --figures {params.pngs}"
-        " --cited {input.evaluations} {input.curves} {input.logs} {input.hessians}"
-        " --base-model-metadata {params.metadata} --rerun-example {params.examples} --out {output} > {log} 2>&1"
+        " --cited {input.evaluations} {input.curves} {input.logs} {input.mechanism} {input.stagnation}"
+        " {input.hessians}"
+        " --base-model-metadata {params.metadata} --rerun-example {params.examples} --base-model {input.base}"
+        " --corpus {params.corpus} --out {output} > {log} 2>&1"

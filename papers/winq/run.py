@@ -18,6 +18,14 @@ settings) and ``lowbit_scales.safetensors`` with the learned scales.
 :func:`common.qat.lowbit_io.load_lowbit_model` re-attaches the quantizers with these scales, so its effective
 weights ``Q(W)`` are exactly those at the end of training; ``python -m common.ptq quantize --recipe learned`` stores
 them as packed integer codes and the learned per-row scales.
+
+Every run also records the diagnostics of :mod:`common.winq_diagnostics` in ``run_dir``: ``mechanism.jsonl`` (codes
+changed per period, the share of latent weights within a period's travel of a code boundary and the clipped share,
+before and after every interpolation; at the same boundaries ``K, 2K, ...`` in a run that does not interpolate when
+it is given ``diagnostics_every``, so it pairs with the interpolating runs) and ``stagnation.jsonl`` (the authors'
+relative gradient norm at every evaluation, on ``stagnation_batches`` batches of ``micro_batch_size`` sequences
+sampled from the training split with ``stagnation_seed``: the same batches for every run and seed). They leave the
+training trajectory unchanged; their settings are part of the run's record (``diagnostics``).
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ from typing import Any
 
 import torch
 
+from common.data import TokenShards
 from common.qat.lowbit import LowBitHandle, attach_lowbit, lowbit_selection, lowbit_spec
 from common.qat.lowbit_io import LowBitAttachment
 from common.qat.run import qat_run
-from common.train import Hooks, TrainConfig
+from common.train import Hooks, TrainConfig, is_main_process
 from common.winq import WINQ_STRENGTH, WinQ
+from common.winq_diagnostics import STAGNATION_BATCHES, STAGNATION_SEED, WinQDiagnostics, fixed_batches
 
 
 @dataclass(frozen=True)
@@ -67,11 +77,29 @@ class NoiseState(Hooks):
 
 
 class WinQAttachment(LowBitAttachment):
-    """The low-bit attachment of a WinQ method; records the number of interpolations performed."""
+    """The low-bit attachment of a WinQ method: its hooks are ``method_hooks`` (:class:`common.winq.WinQ`, or
+    :class:`NoiseState` for a method without interpolation) until :meth:`prepare` wraps them in
+    :class:`common.winq_diagnostics.WinQDiagnostics` (boundaries every ``period``, records in ``run_dir``; None: none
+    written) with the stagnation statistic's fixed batches, drawn from the training split the run loaded
+    (``stagnation_batches`` batches of ``config.micro_batch_size`` sequences of ``config.seq_len + 1`` tokens,
+    sampled with ``stagnation_seed``); records the number of interpolations performed."""
+
+    def __init__(self, handle: LowBitHandle, method_hooks: Hooks, config: TrainConfig, *, period: int | None,
+                 run_dir: str | os.PathLike[str] | None, stagnation_batches: int, stagnation_seed: int,
+                 **method: Any) -> None:
+        super().__init__(handle, method_hooks, **method)
+        self.method_hooks, self.config, self.period, self.run_dir = method_hooks, config, period, run_dir
+        self.stagnation_batches, self.stagnation_seed = stagnation_batches, stagnation_seed
+
+    def prepare(self, train_tokens: torch.Tensor | TokenShards) -> None:
+        batches = fixed_batches(train_tokens, self.config.seq_len, self.config.micro_batch_size,
+                                self.stagnation_batches, self.stagnation_seed)
+        self.hooks = WinQDiagnostics(self.method_hooks, self.config, batches, self.period, self.run_dir)
 
     def finish(self, run_dir: Path) -> dict[str, Any]:
         super().finish(run_dir)
-        return {"interpolations": self.hooks.interpolations if isinstance(self.hooks, WinQ) else 0}
+        interpolations = self.method_hooks.interpolations if isinstance(self.method_hooks, WinQ) else 0
+        return {"interpolations": interpolations}
 
 
 def check_method(method: str, every: int | None, noise_sigma: float) -> Method:
@@ -97,28 +125,43 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
              validation_split: str | os.PathLike[str], config: TrainConfig, run_dir: str | os.PathLike[str],
              out: str | os.PathLike[str], *, bits: float, activation_bits: int | None = None, method: str,
              every: int | None = None, strength: float = WINQ_STRENGTH, noise_sigma: float = 0.0,
-             hadamard: bool = False, device: torch.device | None = None) -> dict[str, Any]:
+             hadamard: bool = False, diagnostics_every: int | None = None,
+             stagnation_batches: int = STAGNATION_BATCHES, stagnation_seed: int = STAGNATION_SEED,
+             device: torch.device | None = None) -> dict[str, Any]:
     """Train one run (module docstring) from the checkpoint ``init`` on ``train_split`` (JSONL documents or their
     token shards), the validation curve on ``validation_split``, on ``device`` (None: CUDA when present); returns the
     metadata of :func:`common.qat.run.qat_run`, whose ``qat`` record holds
     :func:`common.qat.lowbit_io.lowbit_record`'s fields and ``method``, ``every``, ``strength``, ``noise_sigma``,
-    ``noise_seed`` (= ``config.seed``) and ``interpolations``: the number performed, ``max_steps // every`` for an
-    interpolating method, else 0.
+    ``noise_seed`` (= ``config.seed``), ``diagnostics`` (``{"every", "stagnation_batches", "stagnation_seed"}``) and
+    ``interpolations``: the number performed, ``max_steps // every`` for an interpolating method, else 0.
+
+    Diagnostics (module docstring): ``diagnostics_every`` is the period of the mechanism records, ``every`` for an
+    interpolating method (None means ``every``; another value is a ValueError), the paired interpolating runs'
+    ``K`` for a method without interpolation (None: no mechanism records); ``stagnation_batches`` batches (the
+    authors' 20) sampled with ``stagnation_seed`` for the relative gradient norm, from the training tokens the QAT
+    skeleton loaded (:meth:`WinQAttachment.prepare`: the split is tokenized once).
 
     ValueError naming the value: an unknown bit width or method, ``every``/``noise_sigma`` that do not fit the
-    method (:func:`check_method`), a missing split; :func:`attach_lowbit` rejects a bad ``activation_bits`` and a
-    Hadamard rotation of layers whose ``in_features`` is not a power of two.
+    method (:func:`check_method`), a missing split; after the model is loaded and before anything is written, a bad
+    ``diagnostics_every`` (:class:`common.winq_diagnostics.WinQDiagnostics`), ``stagnation_batches`` or
+    ``stagnation_seed`` (:func:`common.winq_diagnostics.fixed_batches`); :func:`attach_lowbit` rejects a bad
+    ``activation_bits`` and a Hadamard rotation of layers whose ``in_features`` is not a power of two.
     """
     lowbit_spec(bits)
     components = check_method(method, every, noise_sigma)
+    period = every if diagnostics_every is None else diagnostics_every  # None for a method that does not interpolate
 
     def attach(model: torch.nn.Module) -> WinQAttachment:
         handle = attach_lowbit(model, lowbit_selection(model), bits, activation_bits=activation_bits,
                                hadamard=hadamard)
         handle.set_noise(noise_sigma, config.seed)
-        hooks = WinQ(handle, every, strength) if components.interpolate else NoiseState(handle)
-        return WinQAttachment(handle, hooks, method=method, every=every,
+        method_hooks = WinQ(handle, every, strength) if components.interpolate else NoiseState(handle)
+        return WinQAttachment(handle, method_hooks, config, period=period,
+                              run_dir=run_dir if is_main_process() else None, stagnation_batches=stagnation_batches,
+                              stagnation_seed=stagnation_seed, method=method, every=every,
                               strength=float(strength) if components.interpolate else None,
-                              noise_sigma=float(noise_sigma), noise_seed=config.seed)
+                              noise_sigma=float(noise_sigma), noise_seed=config.seed,
+                              diagnostics={"every": period, "stagnation_batches": stagnation_batches,
+                                           "stagnation_seed": stagnation_seed})
 
     return qat_run(init, train_split, validation_split, config, run_dir, out, attach, device)

@@ -37,7 +37,8 @@ from common.train import TrainConfig
 from .run import METHODS
 
 KEY = "winq"
-FIGURES = ("curves", "grad-norm", "final", "spectra", "spectra-methods", "hessian-stats")  # the report's figures
+FIGURES = ("curves", "grad-norm", "diagnostics", "final", "spectra", "spectra-methods",  # the report's figures
+           "hessian-stats")
 BIT_WIDTHS = {str(bits): bits for bits in LOWBIT_BITS}  # by their YAML spelling: "1", "1.58", "2", "3", "4"
 GROUPS = ("low_bit", "a8", "high_bit")
 
@@ -157,23 +158,23 @@ def interpolation_every(config: Mapping[str, Any], group: str) -> int:
 
 def run_config(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The part of ``config`` that run ``name`` depends on, alone: its setting, its learning-rate group's rate, the
-    interpolation fraction of its group and strength only when its method interpolates, the noise sigma only when
-    its method adds noise, and the train fields with its group's run length as ``max_steps``. :func:`run_settings`
-    and :func:`train_config` of this part equal those of ``config``, so a workflow reruns one run when (and only
-    when) its own settings change (the seed is the cell's, a wildcard)."""
+    interpolation fraction of its group (every method: the diagnostics' period) and the strength only when its
+    method interpolates, the noise sigma only when its method adds noise, the ``diagnostics`` settings, and the
+    train fields with its group's run length as ``max_steps``. :func:`run_settings` and :func:`train_config` of this
+    part equal those of ``config``, so a workflow reruns one run when (and only when) its own settings change (the
+    seed is the cell's, a wildcard; the claims, the regime card and the paper's setup are no run's)."""
     settings = run_settings(config, name)
     group = learning_rate_group(settings["bits"], settings["activation_bits"])
-    part: dict[str, Any] = {
+    strength = {"strength": config["interpolation"]["strength"]} if settings["interpolation"] else {}
+    return {
         "settings": {settings["setting"]: dict(config["settings"][settings["setting"]])},
         "study_settings": [settings["setting"]], "methods": [settings["method"]],
         "compared": {settings["setting"]: [settings["method"]]}, "figure_methods": [], "seeds": [0],
         "figure_seeds": [0], "learning_rates": {group: config["learning_rates"][group]},
+        "interpolation": {**strength, "fraction": {group: config["interpolation"]["fraction"][group]}},
         "noise": {"sigma": config["noise"]["sigma"]} if settings["noise_sigma"] else {},
+        "diagnostics": dict(config["diagnostics"]),
         "train": {**config["train"], "max_steps": settings["max_steps"]}}
-    if settings["interpolation"]:
-        part["interpolation"] = {"strength": config["interpolation"]["strength"],
-                                 "fraction": {group: config["interpolation"]["fraction"][group]}}
-    return part
 
 
 def learning_rate_group(bits: float, activation_bits: int | None) -> str:
@@ -192,7 +193,10 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     (of the setting's :func:`learning_rate_group`; :func:`run_steps`), ``interpolation`` (``{"every", "strength"}``
     for ``winq`` and ``interpolation``, ``every`` = :func:`interpolation_every` of the group; else None),
     ``noise_sigma`` (``noise.sigma`` for ``winq`` and ``noise``, else 0.0), ``hadamard`` (the setting's flag,
-    default false). ValueError naming a name that is not ``<study setting>-<method>`` of a method the setting runs."""
+    default false), ``diagnostics_every`` (the period of the mechanism records, :func:`interpolation_every` of the
+    group for every method: a run without interpolation records at the same boundaries ``K, 2K, ...`` as the
+    interpolating runs of its setting, so they pair step for step). ValueError naming a name that is not
+    ``<study setting>-<method>`` of a method the setting runs."""
     setting, _, method = name.rpartition("-")
     if not setting:
         raise ValueError(f"run name {name!r} is not <setting>-<method>")
@@ -212,7 +216,7 @@ def run_settings(config: Mapping[str, Any], name: str) -> dict[str, Any]:
             "interpolation": ({"every": interpolation_every(config, group),
                                "strength": config["interpolation"]["strength"]} if components.interpolate else None),
             "noise_sigma": float(config["noise"]["sigma"]) if components.noise else 0.0,
-            "hadamard": bool(entry.get("hadamard", False))}
+            "hadamard": bool(entry.get("hadamard", False)), "diagnostics_every": interpolation_every(config, group)}
 
 
 def train_config(config: Mapping[str, Any], name: str, seed: int = 0) -> TrainConfig:

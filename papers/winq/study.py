@@ -21,10 +21,23 @@ and seed (ParetoQ QAT, same step budget, learning-rate schedule, data order and 
   binomial standard errors), and the **improvement** ``(P_b - P) / P_b`` of the test perplexity over the same seed's
   baseline (positive = better; the paper's "up to 8.8%");
 * the bits per weight the checkpoint stores, the interpolations performed and the seeds the run recorded (its data
-  order and its noise generator).
+  order and its noise generator);
+* **mechanism** (``mechanism.jsonl`` of :mod:`common.winq_diagnostics`, one record per boundary ``K, 2K, ...``, also
+  in the runs that do not interpolate; :func:`mechanism_summary`): per boundary the share of codes changed over the
+  period, the shares of latent weights within the next period's travel of a code boundary and outside the clip
+  range, before and after the interpolation, and their means over the periods (the near-boundary shares over the
+  boundaries with a next period; ``codes_changed_after_first`` over the periods after the first boundary, where an
+  interpolating run and its baseline have begun to differ); None for a run without records; and
+  ``mechanism_vs_baseline``: each of :data:`MECHANISM_DIFFERENCES` minus the same seed's baseline's, the boundaries
+  paired step for step (0 for the baseline itself; None where either is);
+* **stagnation** (``stagnation.jsonl``: the authors' relative gradient norm ``||grad_W L|| / ||W||`` of the quantized
+  weights at every evaluation; :func:`stagnation_summary`): the curve and its means over the evaluations in the
+  second quarter and the last quarter of the run (steps taken in ``(N//4, N//2]`` and ``(3N//4, N]``, as the
+  training log's gradient norm) and their ratio.
 
 Per run: the seeds it was trained on and the seed means (and sample sd) of the final validation and test
-perplexity, the improvement and the speedup (None when a seed never reached the baseline's quality): what the
+perplexity, the improvement and the speedup (None when a seed never reached the baseline's quality), and the seed
+means of the mechanism's period means and of the stagnation quarters and ratio (None when a seed has none): what the
 figures draw.
 
 Hessian cells (``hessian/<run>/seed<k>.json``, :mod:`papers.winq.hessian`): the near-zero, negative and positive
@@ -43,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from common.eval.compare import metric_entry
+from common.io import read_jsonl
 from common.qat.run import parse_seed_cell, seed_cell
 
 from .settings import (
@@ -63,6 +77,16 @@ METRICS: tuple[tuple[str, str, str, bool, str], ...] = (
 )
 ACCURACIES = ("cloze_acc", "choice_acc_norm")
 HESSIAN_FIELDS = ("near_zero_mass", "negative_mass", "positive_mass", "largest_abs_eigenvalue")
+# the per-boundary series of a mechanism record (common.winq_diagnostics.MECHANISM_FIELDS) the summary keeps
+MECHANISM_SERIES = ("codes_changed", "codes_changed_by_interpolation", "near_boundary_before", "near_boundary_after",
+                    "clipped_before", "clipped_after")
+# the per-cell means of mechanism_summary (``mean``), averaged over seeds per run
+MECHANISM_MEANS = ("codes_changed", "codes_changed_after_first", "codes_changed_by_interpolation_max",
+                   "near_boundary_before", "near_boundary_after", "clipped_before", "clipped_after")
+# the mechanism means a cell is compared on with the same seed's baseline (cell - baseline)
+MECHANISM_DIFFERENCES = ("codes_changed", "codes_changed_after_first", "near_boundary_before", "near_boundary_after",
+                         "clipped_before", "clipped_after")
+STAGNATION_QUARTERS = ("second_quarter", "last_quarter", "last_over_second")
 
 
 def read_curve(path: str | os.PathLike[str]) -> list[tuple[int, float]]:
@@ -93,6 +117,75 @@ def grad_norm_means(norms: Sequence[float]) -> dict[str, float]:
         raise ValueError(f"a run of {n} steps has no quarters")
     return {"second_quarter": float(np.mean(norms[n // 4 : n // 2])),
             "last_quarter": float(np.mean(norms[3 * n // 4 :])), "last_half": float(np.mean(norms[n // 2 :]))}
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a JSONL file of :mod:`common.winq_diagnostics` (``mechanism.jsonl``, ``stagnation.jsonl``), in
+    file order (an empty file: none)."""
+    return [record for _, record in read_jsonl(path)]
+
+
+def _mean_or_none(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are not None; None when none is."""
+    present = [v for v in values if v is not None]
+    return float(statistics.fmean(present)) if present else None
+
+
+def mechanism_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The mechanism of one cell from its ``mechanism.jsonl`` records (one per boundary, step order): ``steps``
+    (steps taken at each boundary), ``travel``, ``interpolated``, the :data:`MECHANISM_SERIES` per boundary, and
+    ``mean``: each series' mean over the boundaries where it is defined (the near-boundary shares: those with a next
+    period), ``codes_changed_after_first`` (the mean over periods 2, 3, ...: None with one period) and
+    ``codes_changed_by_interpolation_max`` (0 unless an interpolation changed a code). None for no records (a run
+    recorded without a period)."""
+    if not records:
+        return None
+    series = {field: [r[field] for r in records] for field in MECHANISM_SERIES}
+    means = {field: _mean_or_none(values) for field, values in series.items()
+             if field != "codes_changed_by_interpolation"}
+    means["codes_changed_after_first"] = _mean_or_none(series["codes_changed"][1:])
+    means["codes_changed_by_interpolation_max"] = max(series["codes_changed_by_interpolation"])
+    return {"steps": [int(r["steps_taken"]) for r in records], "travel": [float(r["travel"]) for r in records],
+            "interpolated": bool(records[0]["interpolated"]), **series, "mean": means}
+
+
+def stagnation_summary(records: Sequence[Mapping[str, Any]], max_steps: int) -> dict[str, Any]:
+    """The stagnation statistic of one cell from its ``stagnation.jsonl`` records (one per evaluation): ``steps``
+    (steps taken), ``relative_grad_norm`` (the curve), its means over the evaluations in the second quarter and the
+    last quarter of a run of ``N = max_steps`` steps (steps taken in ``(N//4, N//2]``, ``(3N//4, N]``; None for a
+    quarter without one) and ``last_over_second``, their ratio. ValueError for no records."""
+    if not records:
+        raise ValueError("no stagnation record (an evaluation every eval_every steps makes one)")
+    steps = [int(r["steps_taken"]) for r in records]
+    values = [float(r["relative_grad_norm"]) for r in records]
+    n = max_steps
+    second = _mean_or_none([v for t, v in zip(steps, values, strict=True) if n // 4 < t <= n // 2])
+    last = _mean_or_none([v for t, v in zip(steps, values, strict=True) if 3 * n // 4 < t <= n])
+    return {"steps": steps, "relative_grad_norm": values, "second_quarter": second, "last_quarter": last,
+            "last_over_second": None if second is None or last is None else last / second}
+
+
+def seed_means(entries: Sequence[Mapping[str, Any] | None], fields: Sequence[str]) -> dict[str, float | None] | None:
+    """``{field: mean over the entries}`` of the given fields (a field None in any entry: None); None when an entry
+    is None or there is none."""
+    if not entries or any(entry is None for entry in entries):
+        return None
+    means: dict[str, float | None] = {}
+    for field in fields:
+        values = [entry[field] for entry in entries]
+        means[field] = None if None in values else float(statistics.fmean(values))
+    return means
+
+
+def mechanism_difference(cell: Mapping[str, Any] | None,
+                         baseline: Mapping[str, Any] | None) -> dict[str, float | None] | None:
+    """``{field: cell - baseline}`` of the :data:`MECHANISM_DIFFERENCES` means of two :func:`mechanism_summary`
+    results of one seed (None for a field None in either); None when either has no mechanism."""
+    if cell is None or baseline is None:
+        return None
+    ours, theirs = cell["mean"], baseline["mean"]
+    return {field: None if ours[field] is None or theirs[field] is None else ours[field] - theirs[field]
+            for field in MECHANISM_DIFFERENCES}
 
 
 def steps_to_reach(curve: Sequence[tuple[int, float]], target: float) -> int | None:
@@ -163,27 +256,35 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
 def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathLike[str]],
                   logs: Mapping[str, str | os.PathLike[str]], evaluations: Mapping[str, Mapping[str, Any]],
                   hessians: Mapping[str, Mapping[str, Any]], records: Mapping[str, Mapping[str, Any]],
-                  train_seconds: Mapping[str, float], bits_per_weight: Mapping[str, float]) -> dict[str, Any]:
+                  train_seconds: Mapping[str, float], bits_per_weight: Mapping[str, float],
+                  mechanism: Mapping[str, str | os.PathLike[str]] | None = None,
+                  stagnation: Mapping[str, str | os.PathLike[str]] | None = None) -> dict[str, Any]:
     """The study's summary (module docstring).
 
     By cell ``<run>/seed<k>``: ``curves`` (its ``eval_log.csv``), ``logs`` (its ``train_log.csv``), ``evaluations``
     (the evaluation record of its checkpoint-quantized model; ``base``: the base model's, full precision),
     ``hessians`` (any subset of the cells), ``records`` (the ``qat`` record and ``training`` summary of its
-    checkpoint's ``lowbit_metadata.json``: ``{"qat": .., "training": ..}``), ``train_seconds`` and
-    ``bits_per_weight``. Every cell needs a curve, a training log, a record and an evaluation, and ``base`` its
-    evaluation: ValueError naming what is missing.
+    checkpoint's ``lowbit_metadata.json``: ``{"qat": .., "training": ..}``), ``train_seconds``,
+    ``bits_per_weight``, and the diagnostics' ``mechanism`` (its ``mechanism.jsonl``) and ``stagnation`` (its
+    ``stagnation.jsonl``; None: the summary has no such entries, each cell's is None). Every cell needs a curve, a
+    training log, a record, an evaluation and, when they are given, its diagnostics, and ``base`` its evaluation:
+    ValueError naming what is missing.
     """
     cells = training_cells(config)
     for name in [*cells, "base"]:
         if name not in evaluations:
             raise ValueError(f"missing evaluation of {name!r}")
     for what, given in (("evaluation log (eval_log.csv)", curves), ("training log (train_log.csv)", logs),
-                        ("checkpoint record (lowbit_metadata.json)", records)):
+                        ("checkpoint record (lowbit_metadata.json)", records),
+                        ("mechanism record (mechanism.jsonl)", mechanism),
+                        ("stagnation record (stagnation.jsonl)", stagnation)):
         for name in cells:
-            if name not in given:
+            if given is not None and name not in given:
                 raise ValueError(f"cell {name!r} has no {what}")
     read = {name: read_curve(curves[name]) for name in cells}
     norms = {name: read_grad_norms(logs[name]) for name in cells}
+    mechanisms = {name: None if mechanism is None else mechanism_summary(read_records(mechanism[name]))
+                  for name in cells}
     metrics = {name: evaluated_metrics(evaluations[name]) for name in [*cells, "base"]}
     rows = []
     for name in cells:
@@ -212,6 +313,10 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
             "improvement": improvement(metrics[name]["perplexity"], metrics[baseline]["perplexity"]),
             "bits_per_weight": float(bits_per_weight[name]) if name in bits_per_weight else None,
             "train_seconds": float(train_seconds.get(name, 0.0)),
+            "mechanism": mechanisms[name],
+            "mechanism_vs_baseline": mechanism_difference(mechanisms[name], mechanisms[baseline]),
+            "stagnation": None if stagnation is None else stagnation_summary(read_records(stagnation[name]),
+                                                                             settings["max_steps"]),
         })
     runs = []
     for run in run_names(config):
@@ -231,7 +336,11 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
             "test_perplexity": test, "test_perplexity_sd": test_sd, "improvement": gain, "improvement_sd": gain_sd,
             "speedup": None if None in speedups else float(statistics.fmean(speedups)),
             "speedups": speedups, "bits_per_weight": first["bits_per_weight"],
-            "train_seconds": sum(r["train_seconds"] for r in mine)})
+            "train_seconds": sum(r["train_seconds"] for r in mine),
+            "mechanism": seed_means([r["mechanism"] and r["mechanism"]["mean"] for r in mine],
+                                    MECHANISM_MEANS),
+            "mechanism_vs_baseline": seed_means([r["mechanism_vs_baseline"] for r in mine], MECHANISM_DIFFERENCES),
+            "stagnation": seed_means([r["stagnation"] for r in mine], STAGNATION_QUARTERS)})
     hessian_config = config["hessian"]
     thresholds = {"abs": hessian_config["near_zero_abs"], "notebook": hessian_config["near_zero_notebook"]}
     return {"cells": rows, "runs": runs, "base": metrics["base"],

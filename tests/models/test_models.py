@@ -54,11 +54,11 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_bad_names_and_paths():
-    with pytest.raises(ValueError, match="unknown model size 'huge'; valid model sizes: smoke, small, tiny"):
+    with pytest.raises(ValueError, match="unknown model size 'huge'; valid model sizes: smoke, small, tiny, tiny_tied"):
         build_model("huge", Vocab(300), seed=0)
     with pytest.raises(ValueError, match="no checkpoint folder at 'nowhere/model'"):
         load_model("nowhere/model")
-    assert set(ARCHITECTURES) == {"smoke", "small", "tiny"}
+    assert set(ARCHITECTURES) == {"smoke", "small", "tiny", "tiny_tied"}
 
 
 @pytest.mark.slow

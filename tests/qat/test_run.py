@@ -27,6 +27,9 @@ class Recording(Attachment):
         super().__init__({"method": "none"})
         self.calls = []
 
+    def prepare(self, train_tokens):
+        self.calls.append(("prepare", int(train_tokens.numel())))
+
     def finish(self, run_dir):
         self.calls.append(("finish", run_dir.name))
         return {"extra": 3}
@@ -43,7 +46,8 @@ def test_qat_run_calls_the_attachment_in_order_and_records_it(tiny_checkpoint, t
     config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False, seed=3)
     meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
                    lambda model: attachment)
-    assert attachment.calls == [("finish", "run"), ("remove",), ("save", True)]  # save after the folder exists
+    # the training split's tokens before training; save after the folder exists
+    assert attachment.calls == [("prepare", meta["train_tokens"]), ("finish", "run"), ("remove",), ("save", True)]
     assert meta["qat"] == {"method": "none", "extra": 3}
     assert meta["training"]["config"]["seed"] == 3
     assert read_json(tmp_path / "run" / QAT_RECORD_FILE) == {"method": "none"}
@@ -60,10 +64,26 @@ def test_only_rank_0_writes_the_run(tiny_checkpoint, tmp_path, monkeypatch):
     config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
     meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
                    lambda model: attachment)
-    assert attachment.calls == [("remove",)]
+    assert attachment.calls == [("prepare", meta["train_tokens"]), ("remove",)]
     assert meta["training"]["steps"] == 2
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "run" / QAT_RECORD_FILE).exists()
+
+
+def test_prepare_comes_before_any_file_and_may_refuse(tiny_checkpoint, tmp_path):
+    """A ValueError of ``prepare`` (a method that cannot use the split) leaves no record and no checkpoint; the base
+    class prepares nothing."""
+    class Refusing(Recording):
+        def prepare(self, train_tokens):
+            raise ValueError(f"cannot use {int(train_tokens.numel())} tokens")
+
+    config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
+    with pytest.raises(ValueError, match=r"cannot use \d+ tokens"):
+        qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
+                lambda model: Refusing())
+    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "out").exists()
+    assert Attachment({}).prepare(torch.arange(4)) is None
 
 
 def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint, tmp_path):

@@ -1,9 +1,10 @@
 """A realistic claims document for the report tests: every verdict, a not-testable row, long statements, math
-spans, several rows under one group, and implementation checks."""
+spans, several rows under one group, and implementation checks; the report context around it."""
 
+import matplotlib
 import pytest
 
-from common.report import Check, ClaimSpec, Prediction, claims_document, judge
+from common.report import Check, ClaimSpec, Prediction, assemble, claims_document, judge, provenance
 from common.uncertainty import Estimate, normal_interval, t_interval
 
 REVERSAL = "Finer blocks can be worse: the reversal of abs-max scaling in Region A"
@@ -62,3 +63,27 @@ def claims_doc():
         Check("zero_block", "A block of zeros quantizes to zeros, its scale to the smallest one", "MSE 0.0", True),
     ]
     return claims_document(claims, checks)
+
+
+@pytest.fixture
+def context(tmp_path, claims_doc):
+    """A report context: one figure (PNG and PDF), one table, the claims document above."""
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    fig.savefig(tmp_path / "f.png")
+    fig.savefig(tmp_path / "f.pdf")
+    plt.close(fig)
+    context = assemble(
+        paper={"key": "demo", "title": "Demo <paper>", "citation": "A. Author, 2026",
+               "question": "Is finer better?", "method": "Block quantization, a zero scale becomes $2^{-9}$."},
+        figures=[{"id": "mse", "caption": "MSE vs $\\sigma$", "png": str(tmp_path / "f.png"),
+                  "pdf": str(tmp_path / "f.pdf")}],
+        tables=[{"caption": "Gaps", "columns": ["block", "gap_%"], "rows": [[4, "-0.27"]]}],
+        claims=claims_doc,
+        provenance=provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"train": 1.5}),
+        rerun=[{"cell": "block 4", "command": "snakemake results/demo/b4.json"}], artifacts=[])
+    context["claims"][0]["statement"] = "MSE < 1 & ratio 50%"
+    return context

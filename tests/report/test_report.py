@@ -5,13 +5,11 @@ import re
 import shutil
 import subprocess
 
-import matplotlib
 import pytest
 
 from common.report import (
     VERDICTS,
     Prediction,
-    assemble,
     config_hash,
     git_state,
     provenance,
@@ -23,9 +21,6 @@ from common.report import (
 )
 from common.report.render import html_text, latex_code, latex_text, math_html, math_numbers, table_layout
 from common.uncertainty import Estimate
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 
 def _interval(low, high):
@@ -67,26 +62,6 @@ def test_checksums_verify_with_sha256sum(tmp_path):
     assert verify_sha256sums(tmp_path / "SUMS", root=tmp_path) == ["b.txt"]
     with pytest.raises(ValueError, match=r"cannot checksum 'missing\.json'"):
         write_sha256sums(tmp_path / "SUMS2", ["missing.json"], root=tmp_path)
-
-
-@pytest.fixture
-def context(tmp_path, claims_doc):
-    fig, ax = plt.subplots()
-    ax.plot([1, 2], [3, 4])
-    fig.savefig(tmp_path / "f.png")
-    fig.savefig(tmp_path / "f.pdf")
-    plt.close(fig)
-    context = assemble(
-        paper={"key": "demo", "title": "Demo <paper>", "citation": "A. Author, 2026",
-               "question": "Is finer better?", "method": "Block quantization, a zero scale becomes $2^{-9}$."},
-        figures=[{"id": "mse", "caption": "MSE vs $\\sigma$", "png": str(tmp_path / "f.png"),
-                  "pdf": str(tmp_path / "f.pdf")}],
-        tables=[{"caption": "Gaps", "columns": ["block", "gap_%"], "rows": [[4, "-0.27"]]}],
-        claims=claims_doc,
-        provenance=provenance({"x": 1}, seeds={"data": 0}, stage_seconds={"train": 1.5}),
-        rerun=[{"cell": "block 4", "command": "snakemake results/demo/b4.json"}], artifacts=[])
-    context["claims"][0]["statement"] = "MSE < 1 & ratio 50%"
-    return context
 
 
 def test_html_is_self_contained(context, tmp_path):
@@ -131,12 +106,13 @@ def test_missing_figure_is_named(context, tmp_path):
 
 def test_index(tmp_path):
     counts = {"reproduced": 3, "contradicted": 1, "inconclusive": 0, "not testable at this scale": 2}
-    render_index([{"title": "Finer is Better", "href": "finer_is_better.html", "counts": counts, "checks": 4}],
+    render_index([{"title": "Finer is Better", "href": "finer_is_better.html", "counts": counts, "outside_regime": 1,
+                   "checks": 4}],
                  tmp_path / "index.html")
     index = (tmp_path / "index.html").read_text()
     assert 'href="finer_is_better.html"' in index
     cells = re.findall(r'<td class="count">(\d+)</td>', index)
-    assert cells == ["3", "1", "0", "2", "4"]
+    assert cells == ["3", "1", "0", "2", "1", "4"]
     render_index([], tmp_path / "empty.html")
     assert "make reports" in (tmp_path / "empty.html").read_text()
 

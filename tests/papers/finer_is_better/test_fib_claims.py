@@ -16,6 +16,7 @@ from papers.finer_is_better.__main__ import main
 from papers.finer_is_better.authors import RESULTS, gap, load_results
 from papers.finer_is_better.claims import all_claims, numerical_checks, numerical_claims, paper_gap_claims, sweeps_of
 from papers.finer_is_better.numerical import summary
+from papers.finer_is_better.regime import regime_card, reversal_sigma
 
 EVIDENCE = Evidence(0.95, 1000, 0)
 NUMERICAL_IDS = ["absmax_reversal", "prevent_zero_removes_region_a", "region_b_persists",
@@ -169,6 +170,45 @@ def test_a_sweep_that_misses_the_regions_is_not_testable_with_its_reason():
                                                "config's sweep.factors")
 
 
+def judged(points, config=CONFIG):
+    """The sweep's rows judged against the regime card of ``points`` (as the claims step does)."""
+    rows, checks = all_claims(numerical_summary(), points, config, EVIDENCE, "n.json", ["m.json"])
+    return {c["id"]: c for c in claims_document(rows, checks, regime_card(config, points))["claims"]}
+
+
+U_SHAPED = {(U4, "absmax", 4): 0.05, (U4, "prevent_zero", 4): 0.04, (U4, "four_over_six", 4): 0.01,
+            (U4, "four_over_six_pz", 4): 0.01}
+REGION_B_IDS = ("prevent_zero_keeps_u_shape", "four_over_six_removes_u_shape", "four_over_six_pz_removes_u_shape",
+                "four_over_six_cuts_block4_gap")
+
+
+def test_region_b_rows_are_not_testable_exactly_when_no_point_is_in_region_b():
+    inside = judged(planted_sweep())  # sigma 0.02: 0.83 sigma*, Region B outside Region A
+    # sigma 0.03 lies in the planted data's Region B, but at 1.25 sigma* the theory has no Region B there
+    outside = judged(planted_sweep(**{"small-c0.02": point("small-c0.03", 0.03, U_SHAPED)}))
+    for cid in REGION_B_IDS:
+        for op in ("w", "wa"):
+            assert inside[f"{cid}_{op}"]["verdict"] == "reproduced"
+            assert inside[f"{cid}_{op}"]["outside_regime"] == ""
+            row = outside[f"{cid}_{op}"]
+            assert row["verdict"] == "not testable at this scale"
+            assert row["estimate"] is not None  # the estimate is kept
+            assert row["outside_regime"].startswith("Region B weight $\\sigma$ / $\\sigma^*$ is 1.25, outside "
+                                                    "[0.6, 0.99] (the paper's 0.67–0.81): ")
+    assert outside["u_shape_absmax_w"]["verdict"] == "reproduced"  # the narrowest point is still below sigma*
+
+
+def test_u_shape_row_is_not_testable_exactly_when_the_sweep_stays_above_the_crossover():
+    # sigma 0.3 lies in the planted data's Region B (12.5 sigma*): U-shaped there, yet above the theory's reversal
+    points = [point("small-c1", 1.0, {(U4, "absmax", 4): 0.01}), point("small-c0.3", 0.3, U_SHAPED)]
+    row = judged(points)["u_shape_absmax_w"]
+    assert row["verdict"] == "not testable at this scale"
+    assert row["estimate"]["value"] == pytest.approx(math.expm1(0.03))
+    assert row["outside_regime"].startswith("narrowest weight $\\sigma$ / $\\sigma^*$ is 12.5, outside $\\le$ 0.99")
+    assert judged(planted_sweep())["u_shape_absmax_w"]["verdict"] == "reproduced"
+    assert judged(points)["wide_models_intuitive_w"]["outside_regime"] == ""
+
+
 def test_sweep_checks_and_errors():
     points = planted_sweep()
     points[0] = {**points[0], "perplexity": 10.1}  # not the same function any more
@@ -201,6 +241,20 @@ def test_claims_step_reads_the_evidence_settings_once(tmp_path):
     assert rows["u_shape_absmax_w"]["estimate"]["level"] == 0.9
     assert rows["u_shape_absmax_w"]["estimate"]["method"].endswith("evaluation windows (1000 resamples, seed 3, "
                                                                     "percentile)")
+
+
+def test_claims_step_judges_the_rows_against_the_regime_card(tmp_path):
+    assert main(claims_argv(tmp_path, {"level": 0.95, "resamples": 1000, "seed": 0})) == 0
+    document = json.loads((tmp_path / "claims.json").read_text())
+    assert [r["id"] for r in document["regime"]] == list(CONFIG["regime"])
+    card = {r["id"]: r for r in document["regime"]}
+    assert card["narrowest_sigma"]["ours"] == pytest.approx(0.001 / reversal_sigma("e2m1", [4, 16]))
+    assert card["sequence_length"]["inside"] is False  # 256 tokens: the paper-scale rows need 2048
+    rows = {c["id"]: c for c in document["claims"]}
+    assert rows["gap_agrees_with_paper_absmax"]["outside_regime"].startswith(
+        "sequence length / 2048 is 0.125, outside $\\ge$ 1 (the paper's 1): a perplexity gap depends")
+    assert document["outside_regime"] == 4  # the four paper-scale rows, not testable without the model anyway
+    assert all(not rows[f"{cid}_{op}"]["outside_regime"] for cid in SWEEP_IDS for op in ("w", "wa"))
 
 
 def test_claims_step_names_bad_evidence_settings(tmp_path, capsys):
@@ -291,3 +345,13 @@ def test_all_claims_adds_the_paper_rows_and_cites_the_table():
         f"gap_agrees_with_paper_{v}" for v in ("absmax", "four_over_six", "prevent_zero", "hierarchical")]
     assert rows["gap_agrees_with_paper_absmax"].verdict == "not testable at this scale"
     assert rows["gap_agrees_with_paper_absmax"].evidence == ("m.json", str(RESULTS))
+
+
+@pytest.mark.parametrize(("window", "verdict"), [(2048, "reproduced"), (1024, "not testable at this scale")])
+def test_paper_gap_rows_need_the_paper_s_sequence_length(window, verdict):
+    config = {**CONFIG, "model": {**CONFIG["model"], "window": window, "stride": window}}
+    rows = paper_gap_claims(sweeps_of([llama()], numerical_summary()), SPECS["gap_agrees_with_paper"], PAPER_GAPS,
+                            load_results(), EVIDENCE, ["m.json"])
+    judged_rows = claims_document(rows, [], regime_card(config, [llama()]))["claims"]
+    assert {r["verdict"] for r in judged_rows} == {verdict}
+    assert all(r["estimate"]["value"] == pytest.approx(0.0, abs=1e-9) for r in judged_rows)

@@ -17,6 +17,7 @@ from papers.finer_is_better.context import (
     build_context,
     mse_table,
     numerics_table,
+    our_setup,
     paper_cells_table,
     regions_table,
     shape_table,
@@ -88,6 +89,9 @@ def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
     assert [t["caption"].split(" ")[0] for t in context["tables"]] == ["Regions", "Where", "Relative", "The", "The",
                                                                        "Numerics"]
     assert len(context["claims"]) == 8
+    assert [r["aspect"] for r in context["setup"]] == list(CONFIG["paper_setup"])
+    assert context["setup"][3] == {"aspect": "Sequence length", "paper": "2048 tokens a window, stride 2048, batch 1",
+                                   "ours": "256 tokens a window, stride 256, batch 8"}
     assert len(context["checks"]) == 4
     (tmp_path / "context.json").write_text(json.dumps(context))
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
@@ -97,7 +101,48 @@ def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
         assert html.count(f'class="verdict verdict-{verdict.replace(" ", "-")}"') == count
     assert claims["counts"]["reproduced"] == 7
     assert 'src="http' not in html
+    assert "<th>Sequence length</th><td>2048 tokens a window" in html
     assert verify_sha256sums("r.SHA256SUMS") == []
+
+
+SMALL = {"parameters": 9876543, "train_split": "data/corpora/sotu/train.jsonl", "init": "small"}
+
+
+def test_our_setup_from_the_config_and_the_points(planted):
+    models = [point_summary("small-c2", 0.056, POINT), point_summary("small-c0.5", 0.014, POINT)]
+    ours = our_setup(CONFIG, planted, models, {"small": SMALL})
+    assert list(ours) == list(CONFIG["paper_setup"])
+    assert ours["Models"] == ("small (9.88M parameters) at c = 2, 0.5 (c: the quantized linears' weight sigma times "
+                              "c, the same function)")
+    assert ours["Data"] == "sotu (the base model's pretraining corpus), test split"
+    assert ours["Tokens evaluated"] == "the first 32768 tokens of the split; 3200 scored a point"
+    assert ours["Sequence length"] == "256 tokens a window, stride 256, batch 8"
+    assert ours["Block sizes"] == "model study 4, 16; numerical study 4, 8, 16"
+    assert ours["Scale rules"] == ("model study UE4M3: absmax, prevent_zero, four_over_six, four_over_six_pz, "
+                                   "hierarchical_four_over_six; UE5M3: four_over_six; numerical study UE4M3: absmax, "
+                                   "prevent_zero, four_over_six, four_over_six_pz, brute_force, hierarchical, "
+                                   "hierarchical_four_over_six; UE5M3: absmax, four_over_six")
+    assert ours["Layers quantized"] == ("the linears matching mlp\\.(gate_proj|up_proj)\\$ (weights only and weights "
+                                        "and activations)")
+    assert ours["Numerics"].startswith("the model study under our convention (lowbit; ")
+    assert ours["Numerical study"] == ("1048576 Normal samples a sigma (seed 0), 41 sigmas log-spaced in [1e-05, 1], "
+                                       "blocks 4, 8, 16")
+
+
+def test_our_setup_of_the_paper_s_models_as_they_are(planted):
+    paper = {**CONFIG, "numerics": "finer_is_better_authors",
+             "model": {**CONFIG["model"], "corpus": "wikitext2", "max_tokens": None}}
+    models = [point_summary("llama31_8b-c1", 0.017, POINT), point_summary("qwen25_14b-c1", 0.03, POINT)]
+    ours = our_setup(paper, planted, models, {})
+    assert ours["Models"] == "llama31_8b as it is; qwen25_14b as it is"
+    assert ours["Data"] == "wikitext2, test split"
+    assert ours["Tokens evaluated"] == "the whole split; 3200 scored a point"
+    assert ours["Numerics"].startswith("the model study under the authors' convention (finer_is_better_authors; ")
+    empty = our_setup(CONFIG, planted, [], {})
+    assert empty["Models"] == "no model study in this run"
+    assert empty["Data"] == "the pretraining corpus (the base model's pretraining corpus), test split"
+    with pytest.raises(ValueError, match="'small' is not a sweep point"):
+        our_setup(CONFIG, planted, [{**models[0], "model": "small"}], {})
 
 
 def test_context_refuses_a_typed_verdict(planted):

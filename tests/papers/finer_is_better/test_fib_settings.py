@@ -146,6 +146,11 @@ def test_schema_names_a_misspelt_key(raw, where):
     (lambda c: c["claims"]["absmax_reversal"].pop("source"), r"'source' is a required property"),
     (lambda c: c["claims"]["absmax_reversal"].update(direction="up"), r"'up' is not one of"),
     (lambda c: c["regions"].pop("underflow_fraction"), r"'underflow_fraction' is a required property"),
+    (lambda c: c.pop("regime"), r"'regime' is a required property"),
+    (lambda c: c["regime"]["widest_sigma"].update(bounds=[1.0]), r"\[1.0\] is too short"),
+    (lambda c: c.pop("paper_setup"), r"'paper_setup' is a required property"),
+    (lambda c: c["paper_setup"].update(Models=" "), r"' ' does not match"),
+    (lambda c: c["profiles"]["smoke"].update(paper_setup={"Models": "x"}), r"'paper_setup' was unexpected"),
 ])
 def test_schema_refuses_bad_values(raw, edit, message):
     edit(raw)

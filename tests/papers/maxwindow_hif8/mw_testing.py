@@ -16,6 +16,9 @@ Each planted effect ``e`` (an APE, a drop, an overflow rate) is ``e * SEED_FACTO
   BF16 baseline in HiF8 is worse by ``quant_drop``;
 * saturation: per observer an overflow rate (``overflow``) times :data:`ROLE_FACTORS` per tensor role (times the
   seed factor), in the keys of ``common.qat.saturation_summary``;
+* records: every evaluation names its model (:data:`PARAMETERS` parameters) and its corpus's test split
+  (:data:`CORPORA`); a HiF8 one holds the checkpoint's quantization record (:data:`QUANTIZATION`: the telemetry's
+  :data:`LAYERS` layers ``l<i>``, each of :data:`QUANTIZED_SHAPE`), so the quantized share is 0.5;
 * per-unit scores (what the claims resample): :data:`WINDOWS` windows of :data:`WINDOW_TOKENS` tokens, each with the
   model's perplexity (:func:`perplexity_group`), and the first ``round(acc * n)`` zero-shot examples correct
   (:func:`correct_list`); telemetry (:func:`telemetry_rows`: ``grad_accum`` calls per layer, role and step) of the
@@ -37,7 +40,9 @@ import yaml
 from common.observers import OBSERVERS
 from common.qat import TELEMETRY_FIELDS, saturation_summary
 from common.qat.run import seed_cell
+from papers.maxwindow_hif8.__main__ import last_row
 from papers.maxwindow_hif8.claims import Artifact, StudyArtifacts, telemetry_runs
+from papers.maxwindow_hif8.context import our_setup
 from papers.maxwindow_hif8.settings import KEY, profile_config, recipe, run_names, run_settings
 from papers.maxwindow_hif8.study import read_losses, study_summary
 
@@ -51,6 +56,10 @@ LAYERS = 6
 LOG_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "seconds")
 WINDOWS, WINDOW_TOKENS = 64, 64  # 4096 evaluation tokens per corpus
 ERROR_OVERFLOW, ERROR_IN_RANGE = 2**-4, 2**-5  # planted relative quantization errors of a call
+PARAMETERS, QUANTIZED_SHAPE = 1536, [16, 8]  # the model's parameters, each quantized layer's weight: share 0.5
+QUANTIZATION = {"modules": [f"l{i}" for i in range(LAYERS)], "tied": {},
+                "weights": {f"l{i}": {"shape": QUANTIZED_SHAPE, "dtype": "float32"} for i in range(LAYERS)}}
+CORPORA = {"pretrain": "pretrain_corpus", "shift": "shift_corpus"}
 
 BF16_LOW = {"pretrain_perplexity": 16.0, "cloze_acc": 0.5, "choice_acc_norm": 0.5, "shift_perplexity": 24.0}
 BASE = {"pretrain_perplexity": 13.0, "cloze_acc": 0.625, "choice_acc_norm": 0.625, "shift_perplexity": 48.0}
@@ -153,16 +162,22 @@ def correct_list(accuracy, examples):
     return [1] * k + [0] * (examples - k)
 
 
-def evaluation(path, metrics, role, examples=EXAMPLES):
-    """A ``common.eval`` record (the parts the study and the claims read) of one corpus role."""
+def evaluation(path, metrics, role, examples=EXAMPLES, quantization=None):
+    """A ``common.eval`` record (the parts the study, the claims and the context read) of one corpus role;
+    ``quantization``: the record of a quantized checkpoint (None: unquantized)."""
     def ppl(value):
         return perplexity_group([math.log(value)] * WINDOWS, perplexity=value)
 
+    model = {"path": path, "class": "LlamaForCausalLM", "parameters": PARAMETERS}
+    data = {"split": {"path": f"data/corpora/{CORPORA[role]}/test.jsonl", "tokens": WINDOWS * WINDOW_TOKENS},
+            "window": WINDOW_TOKENS, "stride": WINDOW_TOKENS}
     if role == "shift":
-        return {"model": {"path": path}, "metrics": {"perplexity": ppl(metrics["shift_perplexity"])}}
+        return {"model": model, "quantization": quantization, "data": data,
+                "metrics": {"perplexity": ppl(metrics["shift_perplexity"])}}
     cloze, plain, norm = (correct_list(a, examples) for a in (metrics["cloze_acc"], metrics["choice_acc_norm"] / 2,
                                                              metrics["choice_acc_norm"]))
-    return {"model": {"path": path}, "metrics": {
+    data |= {"cloze": {"examples": examples}, "choice": {"examples": examples}}
+    return {"model": model, "quantization": quantization, "data": data, "metrics": {
         "perplexity": ppl(metrics["pretrain_perplexity"]),
         "cloze": {"acc": metrics["cloze_acc"], "examples": examples, "correct": sum(cloze),
                   "example_correct": cloze},
@@ -255,7 +270,8 @@ def build_study(directory, config=None, *, ape=PAPER_LIKE["ape"], forgetting=PAP
                 metrics[f"bf16/{cell}"] = degraded(reference, d)
                 metrics[f"hif8/{cell}"] = degraded(reference, d + quant_drop)
                 sat[name, seed] = saturation(config, name, overflow[settings["observer"]] * factor)
-    evaluations = {f"{key}/{role}": evaluation(f"results/models/{key}", values, role, examples)
+    evaluations = {f"{key}/{role}": evaluation(f"results/models/{key}", values, role, examples,
+                                               QUANTIZATION if key.startswith("hif8/") else None)
                    for key, values in metrics.items() for role in ("pretrain", "shift")}
     return {"config": config, "logs": logs, "saturation": sat, "evaluations": evaluations, "train_seconds": seconds,
             "metrics": metrics}
@@ -295,3 +311,12 @@ def paper_like(directory, **changes):
 def contrary(directory, **changes):
     """The summary of a study that contradicts the claims."""
     return summarize(build_study(directory, **{**CONTRARY, **changes}))
+
+
+def setup_of(study, regime):
+    """Our side of the setup table of a :func:`build_study` result: its base model's records, the last row of the
+    recipe's seed-0 log and the regime card ``regime`` (a claims document's rows)."""
+    config = study["config"]
+    base = {role: study["evaluations"][f"bf16/base/{role}"] for role in ("pretrain", "shift")}
+    log = study["logs"][recipe(config), config["seeds"][0]]
+    return our_setup(config, base=base, log_end=last_row(log), regime=regime)

@@ -50,6 +50,7 @@ from papers.maxwindow_hif8.claims import (
     telemetry_runs,
     unit_score_check,
 )
+from papers.maxwindow_hif8.regime import regime_card
 from papers.maxwindow_hif8.settings import profile_config, run_names
 from papers.maxwindow_hif8.study import observer_cell
 
@@ -151,8 +152,12 @@ def test_specs_state_their_source_and_the_paper():
         assert spec.prediction.source.startswith(("paper:", "reason:")), spec.id
         assert spec.paper
         assert spec.group
-    assert set(raw_config()["claims"]["forgets_bf16"]) == set(SPEC_FIELDS)
+    assert set(raw_config()["claims"]["forgets_bf16"]) == {*SPEC_FIELDS, "requires"}
     assert "the textbook EMA" in SPECS["exp_smooth_saturates"].paper  # says which exp_smooth it tests
+    # the authors' own results beside "Neither fix alone suffices": no most_recent evaluation, no order at lr 1e-4
+    assert "evaluate no most_recent model" in SPECS["ablation_most_recent"].paper
+    assert "differ by at most 0.6 points in no consistent order" in SPECS["ablation_high_lr"].paper
+    assert "no lr-1e-5 run without the warmup" in SPECS["ablation_no_warmup"].paper
 
 
 def test_the_paper_numbers_are_the_thresholds():
@@ -840,8 +845,10 @@ def test_study_claims_in_the_report_order(paper):
     # saturating calls quantize worse: 2^-4 vs 2^-5 planted, the ratio exactly 1
     assert by_id["saturation_raises_error"].estimate.value == pytest.approx(1.0)
     assert by_id["cts_jitter"].estimate.value == 0.0  # constant planted scales
-    document = claims_document(claims, study_checks(paper, observer_cell(smoke_config()), "cell.json"))
+    document = claims_document(claims, study_checks(paper, observer_cell(smoke_config()), "cell.json"),
+                               regime_card(paper))
     assert sum(document["counts"].values()) == 22
+    assert document["outside_regime"] == 0  # the smoke profile and the planted records: every quantity inside
     assert [Claim.from_dict(row) for row in document["claims"]] == claims
 
 
@@ -1005,7 +1012,7 @@ def test_a_failed_check_stops_the_claims_document(paper, cell):
         "recurring_spike_saturations"] = 2
     checks = study_checks(paper, broken, "cell.json")
     with pytest.raises(ImplementationCheckFailed, match="synthetic_max_window_no_recurring_saturation"):
-        claims_document(study_claims(SPECS, paper, SETTINGS), checks)
+        claims_document(study_claims(SPECS, paper, SETTINGS), checks, regime_card(paper))
 
 
 # --- the claims step ------------------------------------------------------------------------------------------
@@ -1053,10 +1060,17 @@ def test_study_artifacts_read_from_their_paths(tmp_path, cell):
 def test_claims_step_writes_the_document(tmp_path, cell):
     assert main(write_inputs(tmp_path, cell)) == 0
     document = json.loads((tmp_path / "claims.json").read_text())
-    assert set(document) == {"rule", "claims", "checks", "counts"}
+    assert set(document) == {"rule", "claims", "checks", "counts", "outside_regime", "regime"}
     assert [c["id"] for c in document["claims"]] == list(SPECS)
     assert all(c["passed"] for c in document["checks"])
     assert sum(document["counts"].values()) == 22
+    # the regime card of the smoke profile and the planted records: every quantity inside its bounds
+    assert [(r["id"], r["ours"], r["inside"]) for r in document["regime"]] == [
+        ("lr_ratio", pytest.approx(10.0), True), ("warmup_share", 4 / 12, True), ("window_steps", 32.0, True),
+        ("quantized_share", 0.5, True)]
+    assert document["outside_regime"] == 0
+    assert next(c for c in document["claims"] if c["id"] == "forgets_bf16")["requires"] == dict(
+        SPECS["forgets_bf16"].requires)
     recipe = next(c for c in document["claims"] if c["id"] == "recipe_pretrain_perplexity_hif8")
     assert recipe["evidence"] == [str(tmp_path / f"eval/{m}/seed{s}/pretrain.json") for s in (0, 1)
                                   for m in (f"hif8/{RECIPE}", "bf16/bf16-lrlow")]

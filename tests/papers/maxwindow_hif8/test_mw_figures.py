@@ -7,20 +7,21 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from mw_testing import PAPER_LIKE, ROLES, build_study, raw_config, smoke_config, study_artifacts, summarize
+from mw_testing import PAPER_LIKE, ROLES, build_study, raw_config, setup_of, smoke_config, study_artifacts, summarize
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from common.report import claim_specs, claims_document, verify_sha256sums
+from common.report import claim_specs, claims_document, setup_rows, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from common.uncertainty import Evidence
 from papers.maxwindow_hif8 import figures
 from papers.maxwindow_hif8.claims import study_checks, study_claims
 from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
+from papers.maxwindow_hif8.regime import regime_card
 from papers.maxwindow_hif8.settings import run_names
 from papers.maxwindow_hif8.study import observer_cell
 
@@ -234,7 +235,13 @@ def claims(study, cell):
     """The claims document of the paper-like study."""
     artifacts = study_artifacts(study)
     rows = study_claims(claim_specs(raw_config()["claims"]), artifacts, Evidence(0.95, 1000, 0))
-    return claims_document(rows, study_checks(artifacts, cell, "results/observer_study.json"))
+    return claims_document(rows, study_checks(artifacts, cell, "results/observer_study.json"), regime_card(artifacts))
+
+
+@pytest.fixture(scope="module")
+def setup(study, claims):
+    """Our side of the setup table of the paper-like study."""
+    return setup_of(study, claims["regime"])
 
 
 def test_run_table(summary):
@@ -294,11 +301,12 @@ def test_observer_table(cell):
     assert steady[5:] == ["", "", ""]
 
 
-def test_build_context(summary, cell, claims):
+def test_build_context(summary, cell, claims, setup):
     figures_in = [{"id": f, "caption": figures.caption(f), "png": f"results/figures/{f}.png",
                    "pdf": f"results/figures/{f}.pdf"} for f in FIGURE_IDS]
     context = build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=claims,
-                            figures=figures_in, artifacts=["results/summary.json", "results/observer_study.json"],
+                            setup=setup, figures=figures_in,
+                            artifacts=["results/summary.json", "results/observer_study.json"],
                             rerun_examples=["results/maxwindow_hif8/eval/hif8/max_window-lrlow-w4/seed0/pretrain.json"],
                             seeds={"training data order": 0, "observer study": 0}, stage_seconds={"run": 1.0})
     assert context["paper"] == PAPER
@@ -309,6 +317,10 @@ def test_build_context(summary, cell, claims):
     assert context["claims"] == claims["claims"]
     assert context["checks"] == claims["checks"]
     assert context["counts"] == claims["counts"]
+    assert context["regime"] == claims["regime"]
+    assert context["setup"] == setup_rows(raw_config()["paper_setup"], setup)
+    assert [row["aspect"] for row in context["setup"]] == ["Model and size", "Data", "Tokens", "Steps",
+                                                           "Learning rates", "Seeds", "Layers quantized", "Evaluation"]
     assert "t-interval over the seeds" in context["paper"]["method"]
     assert "circular block bootstrap over training steps" in context["paper"]["method"]
     assert len(context["artifacts"]) == 2 + 2 * 5
@@ -321,14 +333,21 @@ def test_build_context(summary, cell, claims):
     assert context["provenance"]["stage_seconds"] == {"run": 1.0}
 
 
-def test_build_context_refuses_a_typed_verdict(summary, cell, claims):
+def test_build_context_refuses_a_typed_verdict(summary, cell, claims, setup):
     bad = {**claims, "claims": [*claims["claims"][:-1], {**claims["claims"][-1], "verdict": "confirmed"}]}
     with pytest.raises(ValueError, match=r"claim 'exp_smooth_saturates': verdict 'confirmed' is not one of"):
-        build_context(config={}, profile="smoke", summary=summary, cell=cell, claims=bad, figures=[], artifacts=[],
+        build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=bad, setup=setup,
+                      figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
+
+
+def test_build_context_refuses_a_setup_of_other_aspects(summary, cell, claims, setup):
+    with pytest.raises(ValueError, match=r"ours lacks \['Seeds'\], the paper's lacks nothing"):
+        build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=claims,
+                      setup={k: v for k, v in setup.items() if k != "Seeds"}, figures=[], artifacts=[],
                       rerun_examples=[], seeds={}, stage_seconds={})
 
 
-def test_context_renders_with_the_shared_cli(study, summary, cell, claims, tmp_path, monkeypatch):
+def test_context_renders_with_the_shared_cli(study, summary, cell, claims, setup, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
     (results / "figures").mkdir(parents=True)
@@ -346,8 +365,8 @@ def test_context_renders_with_the_shared_cli(study, summary, cell, claims, tmp_p
         plt.close(fig)
         entries.append({"id": figure_id, "caption": figures.caption(figure_id), "png": png, "pdf": pdf})
     context = build_context(config=study["config"], profile="smoke", summary=summary, cell=cell, claims=claims,
-                            figures=entries, artifacts=["results/summary.json", "results/observer_study.json",
-                                                        "results/claims.json"],
+                            setup=setup, figures=entries,
+                            artifacts=["results/summary.json", "results/observer_study.json", "results/claims.json"],
                             rerun_examples=[], seeds={"workflow": 0}, stage_seconds={})
     (tmp_path / "context.json").write_text(json.dumps(context))
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
@@ -356,6 +375,8 @@ def test_context_renders_with_the_shared_cli(study, summary, cell, claims, tmp_p
     assert html.count('class="verdict verdict-reproduced"') == claims["counts"]["reproduced"]
     assert html.count('class="verdict verdict-contradicted"') == claims["counts"]["contradicted"]
     assert "Max-Window scale estimation for near-lossless HiF8 W8A8 QAT" in html
+    assert "<th>Model and size</th><td>OpenPangu-Embedded-1B (Huawei, pretrained)" in html
+    assert 'id="regime-quantized_share"' in html
     assert html.count("data:image/png;base64,") == 5
     assert verify_sha256sums("r.SHA256SUMS") == []
     assert "results/claims.json" in (tmp_path / "r.SHA256SUMS").read_text()

@@ -200,7 +200,8 @@ def ppl_record(model, cell, log_ratio=0.0, noise=0.0, seed=0):
     parts = {} if cell == "unquantized" else parse_cell(cell)
     return {"name": model, "cell": cell, **parts, "wall_time_s": 0.5,
             "metrics": {"perplexity": {"window_nll": nll.tolist(), "window_tokens": [WINDOW_TOKENS] * WINDOWS,
-                                       "perplexity": math.exp(float(nll.sum()) / (WINDOW_TOKENS * WINDOWS))}}}
+                                       "perplexity": math.exp(float(nll.sum()) / (WINDOW_TOKENS * WINDOWS)),
+                                       "window": WINDOW_TOKENS, "stride": WINDOW_TOKENS}}}
 
 
 def zero_shot_record(model, cell, cloze, choice):

@@ -2,6 +2,7 @@
 contradicted and where it is inconclusive (the verdict follows the data both ways), when it is not testable, and
 the implementation checks that fail the build."""
 
+import json
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ from msl_testing import (
     crossover_row,
     model_fit,
     ppl_record,
+    raw_config,
     specs,
     sweep_models,
     sweep_tensor_cell,
@@ -23,6 +25,8 @@ from msl_testing import (
 from common.report import ImplementationCheckFailed, claims_document
 from common.theory import zero_block_probability
 from papers.microscaling_limits import claims as msl
+from papers.microscaling_limits.__main__ import main
+from papers.microscaling_limits.regime import regime_card
 from papers.microscaling_limits.sweep import grid_position, sweep_points, windows
 
 R, C, INC, T = "reproduced", "contradicted", "inconclusive", "not testable at this scale"
@@ -33,6 +37,7 @@ MODELS = sweep_models([s / SIGMAS[0] for s in SIGMAS])  # m-c1, m-c0.5, m-c0.25,
 CELLS = ["unquantized", *(f"e2m1-{v}-b{b}-weights" for v in ("ue4m3", "ue4m3s", "ue5m3") for b in PAIR),
          *(f"e2m1-{v}-b16" for v in ("ue4m3", "ue4m3s", "ue5m3"))]
 SPECS = specs()
+REGIME = raw_config()["regime"]
 SOURCES = ("results/x.json",)
 NOISY = 0.3  # per-token noise that makes a zero effect straddle
 
@@ -42,12 +47,17 @@ def points():
     return sweep_points(MODELS, [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)])
 
 
+def records(planted):
+    """A perplexity record of every cell of every point: ``planted[(point index, cell)] = (log ratio, noise)`` to
+    the reference offsets 0 (each cell its own noise draw)."""
+    return [ppl_record(m["model"], cell, *planted.get((i, cell), (0.0, 0.0)), seed=10 * i + j)
+            for i, m in enumerate(MODELS) for j, cell in enumerate(CELLS)]
+
+
 def data(planted, paths=False):
-    """Windows of every cell of every point: ``planted[(point index, cell)] = (log ratio, noise)`` to the
-    reference offsets 0 (each cell its own noise draw); ``paths``: each read from ``<model>/<cell>.json``."""
-    records = [ppl_record(m["model"], cell, *planted.get((i, cell), (0.0, 0.0)), seed=10 * i + j)
-               for i, m in enumerate(MODELS) for j, cell in enumerate(CELLS)]
-    return windows(records, [f"{r['name']}/{r['cell']}.json" for r in records] if paths else None)
+    """Windows of every cell of every point (:func:`records`); ``paths``: each read from ``<model>/<cell>.json``."""
+    cells = records(planted)
+    return windows(cells, [f"{r['name']}/{r['cell']}.json" for r in cells] if paths else None)
 
 
 def ue4(*values):
@@ -437,19 +447,29 @@ def test_sweep_checks_catch_a_changed_function_and_a_wrong_sigma(points):
 
 
 # ------------------------------------------------------------------------------------------------ all the claims
-def all_claims(points, planted, **overrides):
-    cells = [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)]
-    zero = [zero_shot_record(m["model"], c, [1, 0, 1, 0], [0, 1, 1, 0]) for m in MODELS[2:]
-            for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")]
+def artifacts(planted):
+    """What the claims step reads, planted: the sweep's tensor cells, perplexity records and zero-shot records, the
+    pre-registration, the validation, the comparison and a theory cell."""
     validation_points = [{"scale": "ue4m3", "rule": "absmax", "block_size": 16, "sigma": 0.01,
                           "relative_error": 0.001, "z": 0.5}]
-    inputs = {"element": "e2m1", "preregistered": preregistered(4.3e-6),
-              "validation": validation_result(zero_block=zero_rows(),
-                                              crossovers=[crossover_row("ue4m3", 16, STAR)],
-                                              points=validation_points),
-              "comparison": comparison_result(model_fit(0.125), model_fit(0.004), exact_points(0.004, 1.0)),
-              "theory_cells": [theory_cell()], "points": points, "tensor_cells": cells,
-              "data": data(planted, paths=True), "zero_shot": zero, "evidence": EVIDENCE,
+    return {"tensors": [sweep_tensor_cell(m["model"], s) for m, s in zip(MODELS, SIGMAS, strict=True)],
+            "cells": records(planted),
+            "zero_shot": [zero_shot_record(m["model"], c, [1, 0, 1, 0], [0, 1, 1, 0]) for m in MODELS[2:]
+                          for c in ("e2m1-ue5m3-b16-weights", "e2m1-ue4m3s-b16-weights")],
+            "preregistered": preregistered(4.3e-6),
+            "validation": validation_result(zero_block=zero_rows(), crossovers=[crossover_row("ue4m3", 16, STAR)],
+                                            points=validation_points),
+            "comparison": comparison_result(model_fit(0.125), model_fit(0.004), exact_points(0.004, 1.0)),
+            "theory": [theory_cell()]}
+
+
+def all_claims(points, planted, **overrides):
+    planted_artifacts = artifacts(planted)
+    inputs = {"element": "e2m1", "preregistered": planted_artifacts["preregistered"],
+              "validation": planted_artifacts["validation"], "comparison": planted_artifacts["comparison"],
+              "theory_cells": planted_artifacts["theory"], "points": points,
+              "tensor_cells": planted_artifacts["tensors"], "data": data(planted, paths=True),
+              "zero_shot": planted_artifacts["zero_shot"], "evidence": EVIDENCE,
               "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "comparison", "theory", "tensors",
                                                      "zero_shot")}}
     return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
@@ -465,8 +485,9 @@ def test_every_configured_claim_is_computed_in_order(points):
     assert verdicts.pop("sweep_narrow_tensors_invert") == INC
     assert verdicts.pop("sweep_ue5m3_tensors_do_not_invert") == INC
     assert set(verdicts.values()) == {R}
-    document = claims_document(rows, checks)
+    document = claims_document(rows, checks, regime_card(REGIME, points, preregistered(), records({})))
     assert document["counts"] == {R: 9, C: 2, INC: 3, T: 0}
+    assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["theory_parts_sum_to_total",
                                                      "zero_block_probability_reconstruction",
                                                      "exact_theory_matches_simulation",
@@ -493,3 +514,62 @@ def test_the_config_must_name_exactly_the_computed_claims(points):
     partial = {k: v for k, v in SPECS.items() if k != "sweep_inversion_onset"}
     with pytest.raises(ValueError, match=r"claims: missing \['sweep_inversion_onset'\], unknown nothing"):
         all_claims(points, {}, specs=partial)
+
+
+@pytest.mark.parametrize(("star", "outside"), [
+    (STAR, ()),                     # the sweep brackets sigma*
+    (0.005, ()),                    # the narrowest point at sigma* exactly: inside (the bounds are inclusive)
+    (0.004, ("narrowest_sigma",)),  # every point wider than sigma*
+    (0.05, ("widest_sigma",)),      # every point narrower
+])
+def test_a_row_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(points, star, outside):
+    prereg = preregistered(4.3e-6, crossover=star)
+    rows, checks = all_claims(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)},
+                              preregistered=prereg)
+    document = claims_document(rows, checks, regime_card(REGIME, points, prereg, records({})))
+    by_id = {c["id"]: c for c in document["claims"]}
+    assert {r["id"]: r["inside"] for r in document["regime"]}["narrowest_sigma"] is ("narrowest_sigma" not in outside)
+    judged = {c.id: c.verdict for c in rows}  # the rule's verdicts from the estimates alone
+    for cid, spec in SPECS.items():
+        needed = [q for q in spec.requires if q in outside]
+        assert bool(by_id[cid]["outside_regime"]) is bool(needed), cid
+        assert by_id[cid]["verdict"] == (T if needed else judged[cid]), cid
+    onset_row = by_id["sweep_inversion_onset"]
+    assert onset_row["estimate"] is not None  # kept whether or not the card lets it be judged
+    if outside == ("narrowest_sigma",):
+        assert onset_row["outside_regime"].startswith(
+            "narrowest weight $\\sigma$ / $\\sigma^*$ is 1.25, outside $\\le$ 1 (the paper's 0.81–1): the inversion")
+        assert by_id["ue5m3_matches_ue4m3s_perplexity"]["verdict"] == T
+    if not outside:
+        assert document["outside_regime"] == 0
+
+
+def test_claims_step_writes_the_card_beside_the_rows(points, tmp_path):
+    """``python -m papers.microscaling_limits claims`` on planted artifacts: the card measured from them, and the
+    rows that require a quantity outside it made not testable."""
+    planted = artifacts(ue4(-0.05, -0.05, 0.1, 0.1))
+    planted["preregistered"] = preregistered(4.3e-6, crossover=0.004)  # every point wider: the narrow rows fall
+    paths = {}
+    for kind, content in planted.items():
+        many = content if isinstance(content, list) else [content]
+        paths[kind] = [tmp_path / f"{kind}-{i}.json" for i in range(len(many))]
+        for path, item in zip(paths[kind], many, strict=True):
+            path.write_text(json.dumps(item))
+    evidence = {"level": EVIDENCE.level, "resamples": EVIDENCE.resamples, "seed": EVIDENCE.seed}
+    argv = ["claims", "--config-json", json.dumps({**raw_config(), "points": MODELS}),
+            "--evidence-json", json.dumps(evidence), "--out", str(tmp_path / "claims.json")]
+    for kind, flag in (("preregistered", "--preregistered"), ("validation", "--validation"),
+                       ("comparison", "--comparison"), ("theory", "--theory"), ("tensors", "--tensors"),
+                       ("cells", "--cells"), ("zero_shot", "--zero-shot")):
+        argv += [flag, *map(str, paths[kind])]
+    assert main(argv) == 0
+    document = json.loads((tmp_path / "claims.json").read_text())
+    card = {r["id"]: r for r in document["regime"]}
+    assert list(card) == list(REGIME)
+    assert card["narrowest_sigma"]["ours"] == pytest.approx(0.005 / 0.004)
+    rows = {c["id"]: c for c in document["claims"]}
+    assert rows["sweep_inversion_onset"]["verdict"] == T
+    assert rows["sweep_inversion_onset"]["outside_regime"].startswith("narrowest weight $\\sigma$ / $\\sigma^*$ "
+                                                                      "is 1.25, outside")
+    assert rows["paper_model_matches_simulation"]["outside_regime"] == ""
+    assert document["outside_regime"] == sum(bool(r["outside_regime"]) for r in rows.values()) == 7

@@ -25,6 +25,7 @@ from msl_testing import (
 
 matplotlib.use("Agg")
 
+from common.config import merged
 from common.report import claims_document, verify_sha256sums
 from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
@@ -37,6 +38,7 @@ from papers.microscaling_limits.context import (
     fit_table,
     gap_table,
     model_crossover_table,
+    our_setup,
     sweep_gap_table,
     sweep_table,
     tensor_table,
@@ -249,7 +251,10 @@ def test_context_renders_with_the_shared_cli(validation, comparison, tensors, sw
                             seeds={"simulation draw": 0, "workflow": 0}, stage_seconds={"theory": 1.0})
     assert context["paper"] == PAPER
     assert "function-preserving sweep" in PAPER["method"]
-    assert "every linear layer in FP4" in PAPER["method"]
+    assert [r["aspect"] for r in context["setup"]] == list(tiny_config()["paper_setup"])
+    assert context["setup"][6] == {"aspect": "Layers quantized", "paper": "every linear layer, weights and activations",
+                                   "ours": context["setup"][6]["ours"]}
+    assert context["setup"][6]["ours"].startswith("sweep: the linears it moves (1 weight tensors a point)")
     assert context["artifacts"] == ["results/fit.pdf", "results/fit.png", "results/gap-base.pdf",
                                     "results/gap-base.png", "results/summary.json", "results/tensors.json",
                                     "results/validation.json"]
@@ -273,14 +278,45 @@ def test_context_renders_with_the_shared_cli(validation, comparison, tensors, sw
     assert "Is finer better? The limits of microscaling formats in LLMs" in html
     assert html.count("data:image/png;base64,") == 2
     assert 'src="http' not in html
+    assert "<th>Layers quantized</th><td>every linear layer, weights and activations</td>" in html
     assert verify_sha256sums("r.SHA256SUMS") == []
     assert "results/validation.json" in (tmp_path / "r.SHA256SUMS").read_text()
+
+
+def test_our_setup_from_the_config_and_the_artifacts(tensors, sweep):
+    config = tiny_config()
+    ours = our_setup(config, sweep, [gap_summary("small", GAPS)], tensors,
+                     {"small": {"parameters": 9876543, "train_split": "data/corpora/sotu/train.jsonl"}})
+    assert list(ours) == list(config["paper_setup"])
+    assert ours["Models"] == ("sweep: m at c = 1, 0.25 (the moved linears' weight sigma times c, the same function); "
+                              "perplexity study: small (9.88M parameters); tensor studies: base")
+    assert ours["Data"] == ("sotu (the base model's pretraining corpus), test split; zero-shot cloze and 4-way choice "
+                            "tasks, 4 examples")
+    assert ours["Tokens evaluated"] == ("sweep cells the first 16384 tokens of the split; perplexity study the first "
+                                        "8192 tokens of the split")
+    assert ours["Sequence length"] == "128 tokens a window, stride 128, batch 8"
+    assert ours["Block sizes"] == ("sweep 16, 32 (the claims' pair 16 vs 32); perplexity study 4, 8; theory 4, 8; "
+                                   "the authors' grid 4, 8")
+    assert ours["Scale formats"] == ("E2M1 elements, abs-max block scales in UE4M3, UE4M3-S (a per-tensor FP32 "
+                                     "scale first), UE5M3")
+    assert ours["Layers quantized"] == ("sweep: the linears it moves (1 weight tensors a point), weights only and "
+                                        "weights and activations; perplexity study: the linears matching "
+                                        "(self_attn\\.(q|k|v|o)_proj|mlp\\.(gate|up|down)_proj)\\$, weights and "
+                                        "activations")
+    assert ours["Theory"] == ("the paper's model and our exact model (common.theory) against simulated Normal data: "
+                              "4096 samples a point of the authors' grid, 4096 a point of 3 sigmas log-spaced in "
+                              "[0.001, 0.1]")
+    paper = merged(config, {"model": {"corpus": "wikitext2", "max_tokens": None}, "sweep": {"max_tokens": None}})
+    assert our_setup(paper, {**sweep, "zero_shot": []}, [], [], {})["Data"] == "wikitext2, test split"
+    assert our_setup(paper, sweep, [], [], {})["Tokens evaluated"] == ("sweep cells the whole split; perplexity "
+                                                                       "study the whole split")
 
 
 def test_context_refuses_a_typed_verdict(validation, comparison, sweep):
     bad = document(validation, comparison)
     bad["claims"][1]["verdict"] = "reproduced"  # the interval says contradicted
     with pytest.raises(ValueError, match=r"claim 'zero_blocks_drive_reversal': verdict 'reproduced' does not follow"):
-        build_context(config={}, profile="smoke", validation=validation, comparison=comparison, tensors=[], models=[],
+        build_context(config=tiny_config(), profile="smoke", validation=validation, comparison=comparison, tensors=[],
+                      models=[],
                       sweep=sweep, claims=bad, figures=[], artifacts=[], rerun_examples=[], seeds={},
                       stage_seconds={})

@@ -12,12 +12,16 @@ import yaml
 from winq_testing import (
     CONFIG,
     GRAD_NORMS,
+    MECHANISM,
     PLANTED,
+    STAGNATION,
     WINDOW_TOKENS,
     WINDOWS,
     build_study,
     hessian_cell,
+    planted_card,
     quantization_config,
+    save_planted_model,
     scored_evaluation,
     smoke_config,
 )
@@ -51,12 +55,14 @@ def record(cell, ppl, spread=0.0, pattern=Z, cloze=None, choice=None):
 
 
 def make_study(tmp_path, *, evaluations=None, hessians=None, config=None, **planted):
-    """The planted smoke study (``winq_testing.build_study``, ``planted``: its ``planted`` / ``grad_norms``) with
-    ``evaluations`` (cell -> record) and ``hessians`` (cell -> Hessian cell) replacing the planted ones."""
-    config, curves, logs, records, cells, qat, seconds, bits = build_study(tmp_path, config, **planted)
+    """The planted smoke study (``winq_testing.build_study``, ``planted``: its ``planted`` / ``grad_norms`` /
+    ``mechanism`` / ``stagnation``) with ``evaluations`` (cell -> record) and ``hessians`` (cell -> Hessian cell)
+    replacing the planted ones."""
+    config, curves, logs, records, cells, qat, seconds, bits, mechanism, stagnation = build_study(
+        tmp_path, config, **planted)
     records.update(evaluations or {})
     cells.update(hessians or {})
-    summary = study_summary(config, curves, logs, records, cells, qat, seconds, bits)
+    summary = study_summary(config, curves, logs, records, cells, qat, seconds, bits, mechanism, stagnation)
     names = training_cells(config)
     return wc.Study(summary=summary, evaluations={c: records[c] for c in names},
                     quantized={c: quantization_config(run_settings(config, c.split("/")[0])["bits"]) for c in names},
@@ -306,6 +312,90 @@ def test_noise_larger_grad_norm(tmp_path, factor, verdict):
     assert "W2A16" not in row.detail  # W2 does not compare noise in the smoke study
 
 
+def relative_curve(ratio):
+    """The relative gradient norm after 2, 4, ..., 12 steps: 0.8 in the second quarter (after 4 and 6 steps),
+    ``0.8 ratio`` in the last (after 10 and 12)."""
+    return [1.0, 0.8, 0.8, 0.5, 0.8 * ratio, 0.8 * ratio]
+
+
+@pytest.mark.parametrize(("ratio", "verdict"), [
+    ((0.25, 0.25), "reproduced"),  # a quarter of the second quarter's value on both seeds
+    ((1.2, 1.2), "contradicted"),  # rising
+    ((0.25, 0.75), "inconclusive"),
+])
+def test_baseline_stagnates_relative_grad_norm(tmp_path, ratio, verdict):
+    stagnation = {**dict.fromkeys(PLANTED, STAGNATION),
+                  "baseline": {k: relative_curve(r) for k, r in zip(SEEDS, ratio, strict=True)}}
+    cid = "baseline_stagnates_relative_grad_norm"
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, stagnation=stagnation), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean(ratio))  # the mean over W1 and W2 of the same values
+    assert row.estimate.method == "t-interval over 2 seeds"
+    what = "relative gradient norm ||grad_W L|| / ||W|| last / second quarter"
+    assert row.detail == (f"W1A16: {what} per seed 0: {ratio[0]:.3g}, 1: {ratio[1]:.3g}; "
+                          f"W2A16: {what} per seed 0: {ratio[0]:.3g}, 1: {ratio[1]:.3g}")
+    assert row.evidence == ("results/winq/summary.json",)
+
+
+def test_the_relative_grad_norm_needs_both_quarters(tmp_path):
+    stagnation = {**dict.fromkeys(PLANTED, STAGNATION), "baseline": {0: STAGNATION, 1: STAGNATION[-2:]}}
+    cid = "baseline_stagnates_relative_grad_norm"
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, stagnation=stagnation), EVIDENCE)
+    assert row.verdict == "not testable at this scale"
+    assert row.reason == ("relative gradient norm ||grad_W L|| / ||W|| last / second quarter is undefined for some "
+                          f"seed ({wc.NO_STAGNATION})")
+
+
+def codes(after_first):
+    """A planted mechanism (``winq_testing.MECHANISM``'s form) changing 12.5% of the codes in the first period and
+    ``after_first`` in each later one, the near-boundary shares of the baseline."""
+    return ([0.125] + [after_first] * 3, *MECHANISM["baseline"][1:])
+
+
+def near(after):
+    """A planted mechanism with half the weights near a boundary before each interpolation and ``after`` right
+    after it (the last boundary has no next period), the codes of the baseline."""
+    return (MECHANISM["baseline"][0], [0.5, 0.5, 0.5, None], [after, after, after, None], *MECHANISM["baseline"][3:])
+
+
+@pytest.mark.parametrize(("cid", "series", "values", "verdict"), [
+    # the baseline changes 12.5% of its codes a period
+    ("interpolation_fewer_codes_change", (codes(0.0625), codes(0.0625)), (-6.25, -6.25), "reproduced"),
+    ("interpolation_fewer_codes_change", (codes(0.25), codes(0.25)), (12.5, 12.5), "contradicted"),
+    ("interpolation_fewer_codes_change", (codes(0.0625), codes(0.25)), (-6.25, 12.5), "inconclusive"),
+    # the baseline has half its weights near a boundary at every boundary
+    ("interpolation_away_from_boundaries", (near(0.25), near(0.25)), (-25.0, -25.0), "reproduced"),
+    ("interpolation_away_from_boundaries", (near(0.75), near(0.75)), (25.0, 25.0), "contradicted"),
+    ("interpolation_away_from_boundaries", (near(0.25), near(0.625)), (-25.0, 12.5), "inconclusive"),
+])
+def test_the_mechanism_vs_the_baseline(tmp_path, cid, series, values, verdict):
+    mechanism = {**MECHANISM, "interpolation": dict(zip(SEEDS, series, strict=True))}
+    row = wc.FIXED_ROWS[cid](SPECS[cid], make_study(tmp_path, mechanism=mechanism), EVIDENCE)
+    assert row.verdict == verdict
+    assert row.estimate.value == pytest.approx(np.mean(values))
+    assert row.estimate.method == "t-interval over 2 seeds"
+    assert row.detail.startswith("W1A16: ")  # W2 does not compare interpolation in the smoke study
+    assert row.detail.endswith(f"interpolation - baseline, points per seed 0: {values[0]:.3g}, 1: {values[1]:.3g}")
+    assert "W2A16" not in row.detail
+
+
+@pytest.mark.parametrize("broken", ["none", "other steps"])
+def test_the_mechanism_rows_need_records_at_the_baselines_steps(tmp_path, broken):
+    """Without the baseline's records, or with records at other boundaries, the rows are not testable."""
+    if broken == "none":
+        study = make_study(tmp_path, mechanism={m: v for m, v in MECHANISM.items() if m != "baseline"})
+    else:
+        study = make_study(tmp_path)
+        summary = json.loads(json.dumps(study.summary))
+        cell = next(c for c in summary["cells"] if c["cell"] == "w1-baseline/seed1")
+        cell["mechanism"]["steps"] = [2, 4, 6, 8]
+        study = replaced(study, summary=summary)
+    for cid in ("interpolation_fewer_codes_change", "interpolation_away_from_boundaries"):
+        row = wc.FIXED_ROWS[cid](SPECS[cid], study, EVIDENCE)
+        assert row.verdict == "not testable at this scale", cid
+        assert row.reason.endswith(f"is undefined for some seed ({wc.NO_MECHANISM})"), cid
+
+
 # --------------------------------------------------------------------------------------------- Hessian spectra
 def cells_of(run, bits, method, per_seed_fields, probes=6):
     """``{<run>/seed<k>: hessian_cell(bits, method, **fields_k)}``."""
@@ -478,11 +568,16 @@ def test_the_table_follows_the_config(tmp_path):
     assert by_id["interpolation_steepens_largest"].verdict == "reproduced"
     assert by_id["fewer_bits_near_zero_trend"].verdict == "reproduced"
     assert by_id["baseline_stagnates_grad_norm"].verdict == "reproduced"
-    document = claims_document(rows, wc.study_checks(make_study(tmp_path / "again")))
+    for cid, value in (("baseline_stagnates_relative_grad_norm", 0.25), ("interpolation_fewer_codes_change", -6.25),
+                       ("interpolation_away_from_boundaries", -25.0)):  # winq_testing.STAGNATION and MECHANISM
+        assert (by_id[cid].verdict, by_id[cid].estimate.value) == ("reproduced", pytest.approx(value)), cid
+    document = claims_document(rows, wc.study_checks(make_study(tmp_path / "again")), planted_card())
     assert document["counts"]["not testable at this scale"] == 3  # W3 twice, Hadamard
+    assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
                                                       "spectrum_from_probes", "bits_per_weight_identity",
-                                                      "interpolation_count", "seed_cells"]
+                                                      "interpolation_count", "interpolation_keeps_codes",
+                                                      "seed_cells"]
 
 
 def test_spec_ids_are_checked(tmp_path):
@@ -506,6 +601,57 @@ def test_a_per_setting_spec_of_a_setting_that_compares_only_the_baseline(tmp_pat
                                              "this profile (compared: baseline)")
 
 
+# ---------------------------------------------------------------------------------------------- the regime card
+def test_every_claim_requires_the_quantized_share_and_the_interpolation_rows_the_travel():
+    for cid, claim in SPECS.items():
+        assert "quantized_share" in claim.requires, cid
+        travel = {r for r in claim.requires if r.startswith("travel_")}
+        if cid.startswith(("winq_", "interpolation_", "hadamard_")):
+            per_setting = cid[-3:] in ("_w1", "_w2", "_w3")
+            bits = {cid[-2:]} if per_setting else {"w2"} if cid.startswith("hadamard_") else {"w1", "w2"}
+            assert travel == {f"travel_{b}" for b in bits}, cid
+            assert {r for r in claim.requires if r.startswith("step_")} == {f"step_{b}" for b in bits}, cid
+        else:
+            assert not travel, cid
+
+
+@pytest.mark.parametrize(("card", "outside"), [
+    ({}, set()),
+    ({"travel_w1": 0.1}, {"winq_faster_w1", "winq_lower_perplexity_w1", "winq_lower_perplexity_pooled",
+                          "interpolation_alone_improves", "winq_beats_interpolation", "winq_beats_noise",
+                          "winq_zero_shot_cloze", "winq_zero_shot_choice", "interpolation_steepens_largest",
+                          "interpolation_steepens_near_zero", "interpolation_fewer_codes_change",
+                          "interpolation_away_from_boundaries"}),
+    ({"step_w2": 0.5}, {"winq_faster_w2", "winq_lower_perplexity_w2", "winq_lower_perplexity_pooled",
+                        "interpolation_alone_improves", "winq_beats_interpolation", "winq_beats_noise",
+                        "winq_zero_shot_cloze", "winq_zero_shot_choice", "interpolation_steepens_largest",
+                        "interpolation_steepens_near_zero", "interpolation_fewer_codes_change",
+                        "interpolation_away_from_boundaries", "hadamard_winq_improves"}),
+    ({"quantized_share": 0.32}, set(SPECS)),
+])
+def test_a_claim_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(tmp_path, card, outside):
+    """The planted study (every row testable has the paper's direction) judged against a card with one quantity
+    moved outside its bounds: exactly the rows requiring it become not testable, their estimates kept."""
+    rows = wc.study_claims(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE, SETTINGS)
+    inside = {c["id"]: c for c in claims_document(rows, [], planted_card())["claims"]}
+    document = claims_document(rows, [], planted_card(**card))
+    judged = {c["id"]: c for c in document["claims"]}
+    assert {cid for cid, c in judged.items() if c["outside_regime"]} == outside
+    assert document["outside_regime"] == len(outside)
+    for cid, claim in judged.items():
+        assert claim["estimate"] == inside[cid]["estimate"], cid  # kept either way
+        if cid in outside:
+            assert claim["verdict"] == "not testable at this scale", cid
+        else:
+            assert claim["verdict"] == inside[cid]["verdict"], cid
+    assert inside["winq_faster_w1"]["verdict"] == "reproduced"
+    if "travel_w1" in card:
+        assert judged["winq_faster_w1"]["outside_regime"] == (
+            "travel per interpolation period, W1 (bin widths) is 0.1, outside $\\ge$ 1 (the paper's 14.2–56.6): the "
+            "interpolation acts only if a 1-bit weight it moved to its level can reach a code boundary before the "
+            "next interpolation")
+
+
 # ---------------------------------------------------------------------------------------- implementation checks
 def checks_of(study):
     return {c.id: c for c in wc.study_checks(study)}
@@ -525,6 +671,8 @@ def test_the_checks_pass_on_a_consistent_study(tmp_path):
                                                     "examples cloze [64], choice [64]")
     assert checks["interpolation_count"].measured == "N = 12, K = 3: 4, N = 12, K = None: 0"  # after 3, 6, 9, 12
     assert checks["seed_cells"].measured == "12 cells agree"
+    assert checks["interpolation_keeps_codes"].measured == ("10 of 12 cells checked (the others have no mechanism "
+                                                            "records): no interpolation changed a code")  # not noise
 
 
 def test_each_check_fails_on_broken_data(tmp_path):
@@ -561,6 +709,12 @@ def test_each_check_fails_on_broken_data(tmp_path):
     checks = checks_of(replaced(study, summary=summary))
     assert checks["interpolation_count"].measured == "w1-winq/seed0: 3 interpolations, K = 3 of 12 steps, expected 4"
     assert checks["seed_cells"].measured == "w1-interpolation/seed1: data seed 1, noise seed 0"
+    summary = json.loads(json.dumps(study.summary))
+    summary["cells"][2]["mechanism"]["mean"]["codes_changed_by_interpolation_max"] = 0.001
+    check = checks_of(replaced(study, summary=summary))["interpolation_keeps_codes"]
+    assert not check.passed
+    assert check.measured == ("10 of 12 cells checked (the others have no mechanism records): w1-winq/seed0: an "
+                              "interpolation changed a share 0.001 of the codes")
 
 
 def test_stored_bits_per_weight_over_layer_shapes():
@@ -585,13 +739,21 @@ def test_claims_step_writes_the_document(tmp_path):
         folder.mkdir(parents=True)
         (folder / "quantization_config.json").write_text(json.dumps(study.quantized[cell]))
         quantized.append(str(folder))
-    config = {"claims": yaml.safe_load(CONFIG.read_text())["winq"]["claims"], "settings": SETTINGS}
+    config = wc.claims_config(smoke_config())
+    assert set(config) == {"claims", "settings", "regime", "learning_rates", "train", "train_steps", "interpolation"}
+    save_planted_model(tmp_path / "base")  # 4,608 of 5,328 parameters quantized: every quantity's own bound decides
     out = tmp_path / "claims.json"
     assert main(["claims", "--config-json", json.dumps(config), "--evidence-json",
                  json.dumps({"level": 0.95, "resamples": 1000, "seed": 0}), "--summary", str(summary),
-                 "--evaluations", *evaluations, "--quantized", *quantized, "--out", str(out)]) == 0
+                 "--evaluations", *evaluations, "--quantized", *quantized, "--base-model", str(tmp_path / "base"),
+                 "--out", str(out)]) == 0
     document = json.loads(out.read_text())
-    assert set(document) == {"rule", "claims", "checks", "counts"}
+    assert set(document) == {"rule", "claims", "checks", "counts", "outside_regime", "regime"}
+    card = {row["id"]: row for row in document["regime"]}
+    assert list(card) == list(config["regime"])
+    assert card["quantized_share"]["ours"] == 4608 / 5328
+    assert card["quantized_share"]["inside"]
+    assert not card["travel_w1"]["inside"]  # lr 3e-5 over 3 of 12 steps: far under a bin width
     assert len(document["claims"]) == len(SPECS)
     rows = {c["id"]: c for c in document["claims"]}
     assert rows["winq_lower_perplexity_w2"]["evidence"] == [

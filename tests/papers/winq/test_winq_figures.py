@@ -1,5 +1,5 @@
-"""Figures (every plot_* draws the planted study's numbers) and the report context (its tables, the claims
-re-validated, and a render through the shared report CLI)."""
+"""Figures (every plot_* draws the planted study's numbers) and the report context (the setup table, its tables, the
+claims re-validated with the regime card, and a render through the shared report CLI)."""
 
 import json
 
@@ -7,7 +7,17 @@ import matplotlib
 import numpy as np
 import pytest
 import yaml
-from winq_testing import CONFIG, GRAD_NORMS, PLANTED, build_study, hessian_cell
+from winq_testing import (
+    CONFIG,
+    GRAD_NORMS,
+    MECHANISM,
+    PLANTED,
+    STAGNATION,
+    build_study,
+    hessian_cell,
+    planted_card,
+    smoke_config,
+)
 
 matplotlib.use("Agg")
 
@@ -19,9 +29,12 @@ from common.report.figures import save_figure
 from common.uncertainty import Evidence
 from papers.winq import figures
 from papers.winq.claims import Study, study_claims
-from papers.winq.context import PAPER, build_context, hessian_table, run_table
+from papers.winq.context import PAPER, build_context, hessian_table, run_table, setup_ours
 from papers.winq.settings import FIGURES
 from papers.winq.study import study_summary
+
+FACTS = {"name": "tiny_tied", "parameters": 2_819_200, "quantized": 1_769_472, "share": 1_769_472 / 2_819_200,
+         "layers": 28, "blocks": 4, "hidden": 128, "vocabulary": 8192, "tied": True}  # regime.model_facts
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +94,43 @@ def test_moving_average():
     np.testing.assert_allclose(figures.moving_average([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
 
 
+def test_plot_diagnostics(summary, close):
+    """The planted diagnostics (``winq_testing.MECHANISM``, ``STAGNATION``), seeds 0 and 1 scaled by 1 and 1.1: the
+    seed means are 1.05 x the planted values, in percent; the noise runs have no mechanism records."""
+    fig = figures.plot_diagnostics(summary)
+    close(fig)
+    assert [ax.get_title() for ax in fig.axes] == [f"{s}: {what}" for s in ("w1", "w2") for what in (
+        "codes changed", "near a code boundary", "stagnation")]
+    codes, near, stagnation = fig.axes[:3]
+    labels = [f"{m} (2 seeds)" for m in ("baseline", "winq", "interpolation")]
+    assert [line.get_label() for line in codes.lines] == labels
+    np.testing.assert_array_equal(codes.lines[0].get_xdata(), [3, 6, 9, 12])  # the boundaries K, 2K, 3K, 4K
+    np.testing.assert_allclose(codes.lines[2].get_ydata(), np.array(MECHANISM["interpolation"][0]) * 100 * 1.05)
+    np.testing.assert_allclose(codes.lines[0].get_ydata(), [12.5 * 1.05] * 4)
+    assert [line.get_label() for line in near.lines] == labels
+    np.testing.assert_array_equal(near.lines[2].get_xdata(), [3, 3, 6, 6, 9, 9])  # no next period after step 12
+    np.testing.assert_allclose(near.lines[2].get_ydata(), np.array([50, 25, 37.5, 25, 37.5, 25]) * 1.05)
+    np.testing.assert_allclose(near.lines[0].get_ydata(), [50 * 1.05] * 6)  # the baseline: no step at a boundary
+    assert [line.get_label() for line in stagnation.lines] == [f"{m} (2 seeds)" for m in PLANTED]
+    np.testing.assert_array_equal(stagnation.lines[3].get_xdata(), [2, 4, 6, 8, 10, 12])
+    np.testing.assert_allclose(stagnation.lines[3].get_ydata(), np.array(STAGNATION) * 1.05)
+    assert stagnation.get_yscale() == "log"
+    assert len(codes.collections) == 3  # a band per method (two seeds)
+    assert [line.get_label() for line in fig.axes[3].lines] == ["baseline (2 seeds)", "winq (2 seeds)"]
+
+
+def test_boundary_steps_skip_the_last_boundary():
+    mechanism = {"steps": [3, 6], "near_boundary_before": [0.5, None], "near_boundary_after": [0.25, None]}
+    assert figures.boundary_steps(mechanism) == ([3, 3], [50.0, 25.0])
+
+
+def test_plot_diagnostics_without_records(study, close):
+    fig = figures.plot_diagnostics(study_summary(*study[:-2]))
+    close(fig)
+    assert len(fig.axes) == 3
+    assert not any(ax.lines for ax in fig.axes)
+
+
 def test_plot_final(summary, close):
     fig = figures.plot_final(summary)
     close(fig)
@@ -134,7 +184,7 @@ def test_context_and_render(summary, evaluations, tmp_path):
     study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations})
     config = yaml.safe_load(CONFIG.read_text())["winq"]
     claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
-                                          list(config["settings"])), [])
+                                          list(config["settings"])), [], planted_card(travel_w1=0.1))
     pngs = []
     for figure_id in FIGURES:
         png = tmp_path / f"{figure_id}.png"
@@ -142,12 +192,18 @@ def test_context_and_render(summary, evaluations, tmp_path):
         pngs.append(str(png))
     cited = tmp_path / "summary.json"
     cited.write_text(json.dumps(summary))
-    context = build_context(config={"x": 1}, profile="smoke", summary=summary, claims=claims,
+    context = build_context(config=smoke_config(), profile="smoke", summary=summary, claims=claims, model=FACTS,
+                            corpus="sotu",
                             figures=[{"id": p.rsplit("/", 1)[-1][:-4], "caption": figures.caption(
                                 p.rsplit("/", 1)[-1][:-4]), "png": p, "pdf": p[:-4] + ".pdf"} for p in pngs],
                             artifacts=[str(cited)], rerun_examples=["results/models/trained/winq/w2-winq/seed1"],
                             seeds={"workflow": 0}, stage_seconds={"QAT": 1.0})
     assert context["paper"] == PAPER
+    assert [row["aspect"] for row in context["setup"]] == list(config["paper_setup"])
+    assert context["setup"][0] == {"aspect": "Model", "paper": config["paper_setup"]["Model"],
+                                   "ours": setup_ours(smoke_config(), FACTS, "sotu")["Model"]}
+    assert [row["id"] for row in context["regime"]] == list(config["regime"])
+    assert context["outside_regime"] == 12  # the rows that require travel_w1
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
                                                                hessian_table(summary)["caption"][:10]]
     runs = context["tables"][0]
@@ -162,4 +218,28 @@ def test_context_and_render(summary, evaluations, tmp_path):
     text = html.read_text()
     assert "WinQ: accelerating QAT" in text
     assert "Each component alone improves on the baseline" in text
+    assert 'id="regime-travel_w1"' in text
+    assert "<th>Model</th><td>LLaMA-3.2-1B" in text
     assert verify_sha256sums(sums, "/") == []
+
+
+def test_the_context_step_reads_the_base_models_config(summary, evaluations, tmp_path):
+    from common.models import get_architecture
+    from papers.winq.__main__ import main
+
+    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations})
+    config = smoke_config()
+    claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
+                                          list(config["settings"])), [], planted_card())
+    paths = {name: tmp_path / f"{name}.json" for name in ("summary", "claims")}
+    paths["summary"].write_text(json.dumps(summary))
+    paths["claims"].write_text(json.dumps(claims))
+    base = tmp_path / "models" / "tiny_tied"
+    get_architecture("tiny_tied").config(8192).save_pretrained(base)  # config.json: what the setup table reads
+    out = tmp_path / "context.json"
+    assert main(["context", "--config-json", json.dumps(config), "--profile", "smoke", "--seed", "0", "--summary",
+                 str(paths["summary"]), "--claims", str(paths["claims"]), "--figures", str(tmp_path / "curves.png"),
+                 "--base-model", str(base), "--corpus", "sotu", "--out", str(out)]) == 0
+    context = json.loads(out.read_text())
+    assert {row["aspect"]: row["ours"] for row in context["setup"]} == setup_ours(config, FACTS, "sotu")
+    assert context["outside_regime"] == 0

@@ -71,10 +71,12 @@ def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
         "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-5, "max_steps": 640,
-        "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False}
-    assert run_settings(active, "w1.58-baseline") == {
+        "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False,
+        "diagnostics_every": 160}
+    assert run_settings(active, "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
         "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-5, "max_steps": 640,
-        "interpolation": None, "noise_sigma": 0.0, "hadamard": False}
+        "interpolation": None, "noise_sigma": 0.0, "hadamard": False, "diagnostics_every": 160}
+    assert run_settings(active, "w3-baseline")["diagnostics_every"] == 320  # a half
     full = profile_config(raw, "full")
     assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-5
     assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 160, "strength": 0.8}  # a quarter
@@ -136,6 +138,12 @@ def test_a_wrong_key_is_named(raw):
         validate({**raw, "profiles": {**raw["profiles"], "smoke": {"noise": {"sigmaa": 1.0}}}}, SCHEMA)
     with pytest.raises(WorkflowError, match="seed"):  # the noise follows the cell's seed: no noise.seed
         validate({**raw, "noise": {"sigma": 1e-3, "seed": 0}}, SCHEMA)
+    with pytest.raises(WorkflowError, match="stagnation_seed"):
+        validate({**raw, "diagnostics": {"stagnation_batches": 20}}, SCHEMA)
+    with pytest.raises(WorkflowError, match="0 is less than the minimum of 1"):
+        validate({**raw, "diagnostics": {"stagnation_batches": 0, "stagnation_seed": 1000}}, SCHEMA)
+    with pytest.raises(WorkflowError, match="batches"):
+        validate({**raw, "profiles": {**raw["profiles"], "smoke": {"diagnostics": {"batches": 2}}}}, SCHEMA)
 
 
 def test_bad_values_are_named(raw):
@@ -167,13 +175,30 @@ def test_run_config_is_the_runs_own_part(raw):
     assert run_config(active, "w2-baseline") == {
         "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
         "compared": {"w2": ["baseline"]}, "figure_methods": [], "seeds": [0], "figure_seeds": [0],
-        "learning_rates": {"low_bit": 3.0e-5}, "noise": {}, "train": active["train"]}
+        "learning_rates": {"low_bit": 3.0e-5}, "interpolation": {"fraction": {"low_bit": 0.25}}, "noise": {},
+        "diagnostics": {"stagnation_batches": 4, "stagnation_seed": 1000}, "train": active["train"]}
     assert run_config(active, "w3-winq")["interpolation"] == {"strength": 0.8, "fraction": {"high_bit": 0.5}}
     assert run_config(active, "w3-winq")["noise"] == {"sigma": 1.0e-3}
     # another seed list, another group's fraction, another setting's bits: the same part
     other = profile_config({**raw, "seeds": [0, 1, 2, 3], "interpolation": {**raw["interpolation"], "fraction": {
         **raw["interpolation"]["fraction"], "high_bit": 0.25}}}, "default")
     assert run_config(other, "w2-winq") == run_config(active, "w2-winq")
+    # the claims, the regime card and the paper's setup are no run's; the diagnostics settings are every run's
+    report = profile_config({**raw, "claims": {}, "regime": {}, "paper_setup": {"Model": "another"}}, "default")
+    more = profile_config({**raw, "profiles": {**raw["profiles"], "default": {
+        **raw["profiles"]["default"], "diagnostics": {"stagnation_batches": 8}}}}, "default")
+    for name in run_names(active):
+        assert run_config(report, name) == run_config(active, name), name
+        assert run_config(more, name)["diagnostics"] == {"stagnation_batches": 8, "stagnation_seed": 1000}, name
+
+
+def test_the_diagnostics_per_profile(raw):
+    """The authors' 20 batches of the stagnation statistic in the paper profile; 4 in the default profile (20 would
+    double its training compute), 2 in smoke."""
+    batches = {profile: profile_config(raw, profile)["diagnostics"]["stagnation_batches"]
+               for profile in ("smoke", "default", "full", "paper", "standin")}
+    assert batches == {"smoke": 2, "default": 4, "full": 4, "paper": 20, "standin": 2}
+    assert {profile_config(raw, p)["diagnostics"]["stagnation_seed"] for p in batches} == {1000}
 
 
 

@@ -1,16 +1,28 @@
 """The study summary: curves, gradient norms, steps to the same seed's baseline's final quality, speedups,
-improvements, seed means per run, Hessian rows with the masses at the absolute thresholds."""
+improvements, seed means per run, Hessian rows with the masses at the absolute thresholds, and the diagnostics
+(mechanism per period against the same seed's baseline, the stagnation statistic by quarter)."""
 
 import pytest
-from winq_testing import BASE_PERPLEXITY, build_study, hessian_cell
+from winq_testing import (
+    BASE_PERPLEXITY,
+    MECHANISM,
+    STAGNATION,
+    build_study,
+    hessian_cell,
+    mechanism_records,
+    stagnation_records,
+)
 
 from papers.winq.study import (
     cell_of,
     grad_norm_means,
+    mechanism_summary,
     read_curve,
     read_grad_norms,
+    read_records,
     row_of,
     run_table,
+    stagnation_summary,
     steps_to_reach,
     study_summary,
     threshold_masses,
@@ -124,7 +136,7 @@ def test_threshold_masses_are_strict_near_zero():
 
 
 def test_a_missing_artifact_is_named(study):
-    config, curves, logs, evaluations, hessians, records, seconds, bits = study
+    config, curves, logs, evaluations, hessians, records, seconds, bits, *_ = study
     without = lambda d, key: {k: v for k, v in d.items() if k != key}  # noqa: E731
     with pytest.raises(ValueError, match="missing evaluation of 'w2-winq/seed1'"):
         study_summary(config, curves, logs, without(evaluations, "w2-winq/seed1"), hessians, records, seconds, bits)
@@ -150,3 +162,101 @@ def test_run_table_is_flat(study):
 def test_hessian_cell_helper_masses_sum_to_one():
     cell = hessian_cell(2, "baseline", near_zero=0.4, largest=2.0)
     assert cell["near_zero_mass"] + cell["negative_mass"] + cell["positive_mass"] == pytest.approx(1.0)
+
+
+def test_mechanism_summary_means_over_periods():
+    summary = mechanism_summary(mechanism_records(MECHANISM["interpolation"]))
+    assert summary["steps"] == [3, 6, 9, 12]
+    assert summary["interpolated"] is True
+    assert summary["near_boundary_after"] == [0.25, 0.25, 0.25, None]
+    mean = summary["mean"]
+    assert mean["codes_changed"] == 0.078125  # (0.125 + 3 x 0.0625) / 4
+    assert mean["codes_changed_after_first"] == 0.0625
+    assert mean["near_boundary_before"] == pytest.approx(1.25 / 3)  # the boundaries with a next period
+    assert (mean["near_boundary_after"], mean["clipped_before"], mean["clipped_after"]) == (0.25, 0.25, 0.125)
+    assert mean["codes_changed_by_interpolation_max"] == 0.0
+    assert mechanism_summary([]) is None
+    assert mechanism_summary(mechanism_records(MECHANISM["baseline"])[:1])["mean"]["codes_changed_after_first"] is None
+
+
+def test_stagnation_summary_by_quarter():
+    records = stagnation_records(STAGNATION)
+    summary = stagnation_summary(records, 12)
+    assert summary["steps"] == [2, 4, 6, 8, 10, 12]
+    # second quarter (3, 6]: after 4 and 6 steps; last quarter (9, 12]: after 10 and 12 steps
+    assert (summary["second_quarter"], summary["last_quarter"], summary["last_over_second"]) == (0.25, 0.0625, 0.25)
+    sparse = stagnation_summary(records[-1:], 12)
+    assert (sparse["second_quarter"], sparse["last_over_second"]) == (None, None)
+    with pytest.raises(ValueError, match="no stagnation record"):
+        stagnation_summary([], 12)
+
+
+def test_the_diagnostics_per_cell_and_run(study):
+    """The planted diagnostics (``winq_testing.MECHANISM``, ``STAGNATION``; seed 1 scales them by 1.1)."""
+    assert read_records(study[-2]["w1-noise/seed0"]) == []
+    summary = study_summary(*study)
+    interpolation = cell_of(summary, "w1-interpolation/seed1")
+    assert interpolation["mechanism"]["mean"]["codes_changed_after_first"] == pytest.approx(0.0625 * 1.1)
+    assert interpolation["mechanism_vs_baseline"] == pytest.approx({
+        "codes_changed": (0.078125 - 0.125) * 1.1, "codes_changed_after_first": -0.0625 * 1.1,
+        "near_boundary_before": (1.25 / 3 - 0.5) * 1.1, "near_boundary_after": -0.25 * 1.1, "clipped_before": 0.0,
+        "clipped_after": -0.125 * 1.1})
+    assert cell_of(summary, "w1-baseline/seed0")["mechanism_vs_baseline"] == dict.fromkeys(
+        interpolation["mechanism_vs_baseline"], 0.0)
+    noise = cell_of(summary, "w1-noise/seed0")
+    assert (noise["mechanism"], noise["mechanism_vs_baseline"]) == (None, None)
+    assert noise["stagnation"]["last_over_second"] == 0.25
+    run = row_of(summary, "w1-interpolation")
+    assert run["mechanism"]["codes_changed_after_first"] == pytest.approx(0.0625 * 1.05)  # seeds 0, 1: x 1, 1.1
+    assert run["mechanism_vs_baseline"]["near_boundary_after"] == pytest.approx(-0.25 * 1.05)
+    assert run["stagnation"] == pytest.approx({"second_quarter": 0.25 * 1.05, "last_quarter": 0.0625 * 1.05,
+                                               "last_over_second": 0.25})
+    assert (row_of(summary, "w1-noise")["mechanism"], row_of(summary, "w1-noise")["mechanism_vs_baseline"]) == (
+        None, None)
+    plain = study_summary(*study[:-2])  # without the diagnostics: no entries
+    assert (cell_of(plain, "w1-winq/seed0")["mechanism"], row_of(plain, "w1-winq")["stagnation"]) == (None, None)
+
+
+def test_a_cell_without_its_diagnostics_is_named(study):
+    *inputs, mechanism, stagnation = study
+    del mechanism["w2-winq/seed1"]
+    with pytest.raises(ValueError, match=r"cell 'w2-winq/seed1' has no mechanism record \(mechanism\.jsonl\)"):
+        study_summary(*inputs, mechanism, stagnation)
+    with pytest.raises(ValueError, match=r"cell 'w1-baseline/seed0' has no stagnation record"):
+        study_summary(*inputs, stagnation={})
+
+
+def test_the_summary_step_reads_every_artifact_and_the_diagnostics(tmp_path):
+    """``python -m papers.winq summary`` on the artifacts' paths (the cell parsed from each) writes the summary of
+    ``study_summary``, the diagnostics included."""
+    import json
+
+    from common.io import read_json, write_json
+    from papers.winq.__main__ import main
+
+    study = build_study(tmp_path / "runs", seed_factor=0.1)
+    config, curves, logs, evaluations, hessians, records, seconds, bits, mechanism, stagnation = study
+    paths = {"evaluations": [], "hessians": [], "trained": [], "quantized": []}
+    for name, record in evaluations.items():
+        paths["evaluations"].append(tmp_path / "eval" / f"{name}.json")
+        write_json(paths["evaluations"][-1], record)
+    for cell, spectrum in hessians.items():
+        paths["hessians"].append(tmp_path / "hessian" / f"{cell}.json")
+        write_json(paths["hessians"][-1], spectrum)
+    for cell in curves:
+        write_json(curves[cell].with_name("train_summary.json"), {"seconds": seconds[cell]})
+        paths["trained"].append(tmp_path / "trained" / cell)
+        write_json(paths["trained"][-1] / "lowbit_metadata.json", records[cell])
+        paths["quantized"].append(tmp_path / "quantized" / cell)
+        write_json(paths["quantized"][-1] / "size_report.json", {"bits_per_weight": bits[cell]})
+    paths |= {"curves": list(curves.values()), "logs": list(logs.values()), "mechanism": list(mechanism.values()),
+              "stagnation": list(stagnation.values())}
+    out = tmp_path / "summary.json"
+    argv = ["summary", "--config-json", json.dumps(config), "--out", str(out)]
+    for flag, files in paths.items():
+        argv += [f"--{flag}", *map(str, files)]
+    assert main(argv) == 0
+    summary = read_json(out)
+    assert summary == json.loads(json.dumps(study_summary(*study)))
+    assert cell_of(summary, "w1-interpolation/seed0")["mechanism_vs_baseline"]["codes_changed_after_first"] == -0.0625
+    assert row_of(summary, "w1-baseline")["stagnation"]["last_over_second"] == pytest.approx(0.25)

@@ -34,6 +34,16 @@ GRAD_NORMS = {"baseline": [1.0] * 3 + [0.8] * 3 + [0.4] * 3 + [0.2] * 3}
 GRAD_NORMS |= {"winq": GRAD_NORMS["baseline"], "interpolation": GRAD_NORMS["baseline"],
                "noise": [1.5 * g for g in GRAD_NORMS["baseline"]]}
 EXAMPLES = 64
+# the diagnostics of the smoke study (12 steps, K = 3: boundaries after 3, 6, 9, 12 steps; evaluations every 2). Per
+# method: codes changed, near a boundary before / after, clipped before / after, one value per boundary (the near
+# shares None at the last, which has no next period); the noise runs have no records (a run recorded without a period)
+MECHANISM = {
+    "baseline": ([0.125] * 4, [0.5, 0.5, 0.5, None], [0.5, 0.5, 0.5, None], [0.25] * 4, [0.25] * 4),
+    "interpolation": ([0.125, 0.0625, 0.0625, 0.0625], [0.5, 0.375, 0.375, None], [0.25, 0.25, 0.25, None],
+                      [0.25] * 4, [0.125] * 4),
+}
+MECHANISM["winq"] = MECHANISM["interpolation"]
+STAGNATION = [0.5, 0.25, 0.25, 0.125, 0.0625, 0.0625]  # relative gradient norm after 2, 4, ..., 12 steps: 1/4 decay
 
 
 def smoke_config():
@@ -123,18 +133,47 @@ def _of_seed(value, seed):
     return value[seed] if isinstance(value, dict) else value
 
 
-def build_study(directory, config=None, planted=None, hessians=None, grad_norms=None, seed_factor=0.0):
-    """``(config, curves, logs, evaluations, hessians, records, seconds, bits_per_weight)`` for ``study_summary``:
-    every cell of the smoke config with the ``planted`` curve and test perplexity of its method (the same in every
-    setting; seed ``k`` scales them by ``1 + seed_factor k``) and its ``grad_norms`` (a method's entry may be
-    ``{seed: ...}``), logs written under ``directory``; ``hessians`` default: every Hessian cell of the config,
-    lower bits flatter, interpolation steeper, noise with more negative mass."""
+def mechanism_records(series, factor=1.0, every=3):
+    """The ``mechanism.jsonl`` records of one cell from planted ``series`` (a :data:`MECHANISM` entry; None: no
+    records), every share scaled by ``factor``, the boundaries after ``every``, ``2 every``, ... steps."""
+    if series is None:
+        return []
+    codes, before, after, clipped_before, clipped_after = series
+    scale = lambda v: None if v is None else v * factor  # noqa: E731
+    last = len(codes) - 1
+    return [{"period": i + 1, "step": every * (i + 1) - 1, "steps_taken": every * (i + 1),
+             "interpolated": after != before, "travel": 0.0 if i == last else 1e-4, "weights": 64,
+             "codes_changed": scale(codes[i]), "codes_changed_by_interpolation": 0.0,
+             "near_boundary_before": scale(before[i]), "near_boundary_after": scale(after[i]),
+             "clipped_before": scale(clipped_before[i]), "clipped_after": scale(clipped_after[i])}
+            for i in range(len(codes))]
+
+
+def stagnation_records(values, factor=1.0, every=2):
+    """The ``stagnation.jsonl`` records of one cell: the relative gradient norm ``values`` (scaled by ``factor``)
+    after ``every``, ``2 every``, ... steps."""
+    return [{"step": every * (i + 1) - 1, "steps_taken": every * (i + 1), "relative_grad_norm": v * factor,
+             "batches": 20, "sequences_per_batch": 4} for i, v in enumerate(values)]
+
+
+def build_study(directory, config=None, planted=None, hessians=None, grad_norms=None, seed_factor=0.0,
+                mechanism=None, stagnation=None):
+    """``(config, curves, logs, evaluations, hessians, records, seconds, bits_per_weight, mechanism, stagnation)``
+    for ``study_summary``: every cell of the smoke config with the ``planted`` curve and test perplexity of its
+    method (the same in every setting; seed ``k`` scales them by ``1 + seed_factor k``), its ``grad_norms``, its
+    ``mechanism`` series (default :data:`MECHANISM`, shares scaled as the curve) and ``stagnation`` curve (default
+    :data:`STAGNATION` for every method, scaled alike) (a method's entry may be ``{seed: ...}``), logs and
+    diagnostics written under ``directory``; ``hessians`` default: every Hessian cell of the config, lower bits
+    flatter, interpolation steeper, noise with more negative mass."""
+    from common.io import write_jsonl
     from papers.winq.settings import hessian_cells, run_settings, training_cells
 
     config = smoke_config() if config is None else config
     planted = PLANTED if planted is None else planted
     grad_norms = GRAD_NORMS if grad_norms is None else grad_norms
-    curves, logs, records, seconds, bits = {}, {}, {}, {}, {}
+    mechanism = MECHANISM if mechanism is None else mechanism
+    stagnation = dict.fromkeys(config["methods"], STAGNATION) if stagnation is None else stagnation
+    curves, logs, records, seconds, bits, mechanism_paths, stagnation_paths = {}, {}, {}, {}, {}, {}, {}
     evaluations = {"base": evaluation("base", BASE_PERPLEXITY)}
     for cell in training_cells(config):
         run, _, seed = cell.rpartition("/seed")
@@ -156,6 +195,13 @@ def build_study(directory, config=None, planted=None, hessians=None, grad_norms=
                          "training": {"config": {"seed": int(seed)}}}
         seconds[cell] = 2.0
         bits[cell] = planted_bits_per_weight(settings["bits"])
+        mechanism_paths[cell] = Path(directory) / cell / "mechanism.jsonl"
+        stagnation_paths[cell] = Path(directory) / cell / "stagnation.jsonl"
+        series = mechanism.get(settings["method"])
+        write_jsonl(mechanism_paths[cell], mechanism_records(None if series is None else _of_seed(series, int(seed)),
+                                                             factor, settings["diagnostics_every"]))
+        write_jsonl(stagnation_paths[cell], stagnation_records(_of_seed(stagnation[settings["method"]], int(seed)),
+                                                               factor, every))
     if hessians is None:
         hessians = {}
         for cell in hessian_cells(config):
@@ -165,4 +211,34 @@ def build_study(directory, config=None, planted=None, hessians=None, grad_norms=
             if method in ("interpolation", "winq"):
                 fields = {"near_zero": 0.4 - 0.1 * b, "largest": 2 * b}
             hessians[cell] = hessian_cell(b, method, **fields, negative=0.6 if method == "noise" else 0.5)
-    return config, curves, logs, evaluations, hessians, records, seconds, bits
+    return config, curves, logs, evaluations, hessians, records, seconds, bits, mechanism_paths, stagnation_paths
+
+
+# --- the regime card and the base model --------------------------------------------------------------------------
+INSIDE = {"travel": 10.0, "step": 1e-3, "quantized_share": 0.7}  # inside every bound of the config's card
+
+
+def planted_card(**values):
+    """The rows of the config's regime card with every quantity inside its bounds (:data:`INSIDE`: by its kind,
+    ``travel_*``, ``step_*`` or ``quantized_share``), ``values`` (id -> ours) replacing some."""
+    import yaml
+
+    from common.report import regime_rows, regime_specs
+
+    specs = regime_specs(yaml.safe_load(CONFIG.read_text())["winq"]["regime"])
+    kind = {rid: rid if rid in INSIDE else rid.partition("_")[0] for rid in specs}
+    measured = {rid: values.get(rid, INSIDE[kind[rid]]) for rid in specs}
+    return regime_rows(specs, measured)
+
+
+def save_planted_model(folder, *, tied=True):
+    """A 2-block Llama checkpoint (hidden 16, MLP 32, vocabulary 40) saved to ``folder``, seeded; its config."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from common.models import Architecture
+
+    config = Architecture("planted", 16, 32, 2, 2, 1, 32, tie_word_embeddings=tied).config(40)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return config
