@@ -116,11 +116,13 @@ class RegimeRow:
         return (self.ours / self.spec.paper[0], self.ours / self.spec.paper[1])
 
     def ratio_text(self) -> str:
+        """``0.5``, or ``0.0016 – 0.008`` against a range (spaced, so that a narrow column can break it); "—" when
+        undefined."""
         ratio = self.ratio()
         if ratio is None:
             return "—"
         low, high = sorted(ratio)
-        return f"{_number(low)}×" if low == high else f"{_number(low)}–{_number(high)}×"
+        return _number(low) if low == high else f"{_number(low)} – {_number(high)}"
 
     def outside(self) -> str:
         """Why a claim that requires this row cannot be tested ("" when inside): the quantity, ours, the bounds and

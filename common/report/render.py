@@ -309,7 +309,7 @@ def build_pdf(tex: str | os.PathLike[str], *, log: str | os.PathLike[str] | None
     tex = Path(tex).resolve()
     build = tex.parent / f".latex-{tex.stem}"
     result = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", f"-outdir={build}",
-                             tex.name], cwd=tex.parent, capture_output=True, text=True, timeout=600)
+                             tex.name], cwd=tex.parent, capture_output=True, text=True, errors="replace", timeout=600)
     log_file = build / f"{tex.stem}.log"
     text = log_file.read_text(errors="replace") if log_file.is_file() else ""
     if result.returncode != 0:

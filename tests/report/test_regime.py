@@ -61,9 +61,9 @@ def test_ratio_and_outside_text():
     specs = _specs()
     row = RegimeRow(specs["travel"], 0.08)
     assert row.ratio() == pytest.approx((0.008, 0.0016))
-    assert row.ratio_text() == "0.0016–0.008×"
+    assert row.ratio_text() == "0.0016 – 0.008"
     assert row.outside() == "travel per period / bin width is 0.08, outside $\\ge$ 3 (the paper's 10–50)"
-    assert RegimeRow(specs["share"], 0.395).ratio_text() == "0.5×"
+    assert RegimeRow(specs["share"], 0.395).ratio_text() == "0.5"
     assert RegimeRow(specs["share"], None, "no model").outside() == (
         "quantized share of the parameters is not measured (no model), outside [0.6, 1] (the paper's 0.79)")
     assert RegimeRow(specs["share"], None).ratio_text() == "—"

@@ -32,8 +32,9 @@ def test_slurm_profile_dry_run_needs_no_cluster():
     assert "fib_ptq_cell" in done.stdout
 
 
-def test_default_qat_studies_train_three_seeds_from_the_tiny_model():
-    """The default profile's QAT plans: every training cell of both papers starts from `tiny`, on seeds 0-2."""
+def test_default_qat_studies_train_three_seeds_from_their_base_models():
+    """The default profile's QAT plans: every training cell starts on seeds 0-2 from its paper's base model, `tiny`
+    for Max-Window and `tiny_tied` for WinQ (63% of its parameters quantized, the regime card's bound 60%)."""
     done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/default", "-n", "-F",
                "reports/maxwindow_hif8.html", "reports/winq.html")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -41,7 +42,8 @@ def test_default_qat_studies_train_three_seeds_from_the_tiny_model():
     for command in ("python -m papers.maxwindow_hif8 train", "python -m papers.winq train"):
         trains = [line for line in plan.splitlines() if command in line]
         assert trains, command
-        assert all("--init results/models/base/tiny " in line for line in trains), command
+        base = "tiny_tied" if "winq" in command else "tiny"
+        assert all(f"--init results/models/base/{base} " in line for line in trains), command
         assert {int(line.split(" --seed ")[1].split()[0]) for line in trains} == {0, 1, 2}, command
     assert plan.count("python -m papers.maxwindow_hif8 train") == 27
 
