@@ -36,7 +36,7 @@ from _report import finish, target
 
 from common.qat import scaled_qdq
 from common.quantization import prepare, quantize_
-from common.recipes import SPECS, QuantRecipe
+from common.recipes import SPECS, get_recipe
 from common.scaling import quantize_blocks
 from common.train import causal_lm_loss
 
@@ -148,7 +148,7 @@ def build_llama() -> torch.nn.Module:
 def bench_eval(model: torch.nn.Module, tokens: torch.Tensor, repeats: int) -> dict[str, Any]:
     """Part 2: plain vs NVFP4 W+A fake-quant forward, two rounds each (the weights quantized again per round)."""
     model.eval()
-    recipe = QuantRecipe.from_name("NVFP4", activations=True)
+    recipe = get_recipe("NVFP4", activations=True)
 
     def forward() -> None:
         with torch.no_grad():

@@ -3,9 +3,9 @@
 Cases (the `small` architecture, vocabulary 8192, batch 16 x 256 tokens, random weights: throughput does not
 depend on the weights), each a forward + backward + AdamW step:
   * train: unquantized;
-  * train_hif8_w8a8: ``common.qat.attach_w8a8`` on the paper's selection (MLP gate/up/down, first and last blocks
-    skipped in proportion, ``w8a8_selection``): inputs, weights and output gradients HiF8 with per-tensor delayed
-    scales (max_window observer), telemetry on.
+  * train_hif8_w8a8: ``common.quantization.prepare`` of a ``DelayedScalingRecipe`` on the paper's selection (MLP
+    gate/up/down, first and last blocks skipped in proportion, ``w8a8_selection``): inputs, weights and output
+    gradients HiF8 with per-tensor delayed scales (max_window observer), telemetry on.
 After one warm-up each, the cases alternate, ``2 x --repeats`` timed iterations each (order reversed every other
 time, so that load drift on a shared machine hits both alike); the fastest iteration counts. Process CPU time is
 reported beside it (less sensitive to other processes on the machine).
@@ -25,7 +25,9 @@ from _report import finish, target
 from _vocab import SyntheticVocab
 
 from common.models import build_model, count_parameters
-from common.qat import attach_w8a8, w8a8_selection
+from common.qat import w8a8_selection
+from common.quantization import prepare
+from common.recipes import DelayedScalingRecipe
 from common.train import causal_lm_loss
 
 VOCAB, SEQ, BATCH = 8192, 256, 16
@@ -44,7 +46,7 @@ def main() -> None:
     models = {name: build_model("small", SyntheticVocab(VOCAB), seed=0).to(device).train()
               for name in ("train", "train_hif8_w8a8")}
     names = w8a8_selection(models["train_hif8_w8a8"])
-    handle = attach_w8a8(models["train_hif8_w8a8"], names, fmt="hif8", observer="max_window")
+    handle = prepare(models["train_hif8_w8a8"], DelayedScalingRecipe(format="hif8", observer="max_window"), names=names)
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=1e-4) for name, model in models.items()}
     steps = {name: 0 for name in models}
 

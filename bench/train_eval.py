@@ -23,8 +23,8 @@ from _report import finish, target
 from _vocab import SyntheticVocab
 
 from common.models import build_model, count_parameters
-from common.ptq import QuantRecipe, apply_quantization, select_linears
-from common.qat import attach_fake_quant
+from common.quantization import prepare, quantize_
+from common.recipes import get_recipe
 from common.train import causal_lm_loss
 
 VOCAB, SEQ, BATCH = 8192, 256, 8
@@ -43,11 +43,10 @@ def main() -> None:
     optimizer = torch.optim.AdamW(train_model.parameters(), lr=1e-4)
     eval_model = build_model("small", SyntheticVocab(VOCAB), seed=0).eval()
     quant_model = build_model("small", SyntheticVocab(VOCAB), seed=0).eval()
-    names = select_linears(quant_model)
-    recipe = QuantRecipe.from_name("MXFP4", activations=True)
-    apply_quantization(quant_model, recipe, names)
+    recipe = get_recipe("MXFP4", activations=True)
+    names = quantize_(quant_model, recipe).names  # the recipe's default layers (common.select.select_linears)
     qat_model = build_model("small", SyntheticVocab(VOCAB), seed=0)
-    attach_fake_quant(qat_model, recipe, names)
+    prepare(qat_model, recipe, names=names)
     qat_optimizer = torch.optim.AdamW(qat_model.parameters(), lr=1e-4)
 
     def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer) -> Callable[[], None]:

@@ -1,39 +1,56 @@
-"""Quantization recipes: one validated, frozen dataclass family for every path, below both ``common.ptq`` and
-``common.qat`` (in the style of TransformerEngine's ``transformer_engine.common.recipe``: a recipe names the
-numerics per tensor role; the code that applies it lives elsewhere).
+"""Quantization recipes: the spine of every path, below both ``common.ptq`` and ``common.qat`` (in the style of
+TransformerEngine's ``transformer_engine.common.recipe``: every recipe type derives from one :class:`Recipe` base and
+names the numerics per tensor role).
 
 * :class:`QuantSpec`: one block quantization of a tensor along its last axis (element and scale formats, block
   size or ``"row"`` or ``None`` per tensor, scale rule and its options, prevent-zero, global scale and its
   target); ``rule=None`` describes learned (QAT) scales.
-* :class:`QuantRecipe` (``type`` ``"block"``): the block specs of a Linear layer's roles, ``weights`` and
-  ``activations`` (the layer input): PTQ (:func:`common.ptq.apply_quantization`, quantized checkpoints) and
-  fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`).
+* :class:`QuantRecipe` (``record_type`` ``"block"``): the block specs of a Linear layer's roles, ``weights`` and
+  ``activations`` (the layer input): PTQ (:meth:`QuantRecipe.apply`: :func:`common.ptq.apply_quantization`,
+  quantized checkpoints) and fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`).
 * :class:`DelayedScalingRecipe` (``"delayed_scaling"``): per-tensor delayed scaling of all three GEMM operands
   (input, weight, output gradient), the HiF8 W8A8 QAT of *Max-Window* (:func:`common.qat.attach_w8a8`).
 * :class:`LowBitRecipe` (``"lowbit"``): ParetoQ low-bit weight QAT with learned per-row scales, optional int8
   per-token inputs and Hadamard rotation (:func:`common.qat.attach_lowbit`).
 
 Each validates itself on construction (the one validator of every entry point: ValueError naming the field and
-the value). ``to_dict``/``from_dict`` are the JSON records; :func:`recipe_to_dict`/:func:`recipe_from_dict` add and
-read a ``"type"``. :data:`SPECS` holds the named block specs, :data:`RECIPES` the named recipes of every type
-(:func:`get_recipe`). The front door that applies them is :mod:`common.quantization`.
+the value) and knows how it is applied (:class:`Recipe`: ``select``, ``apply``, ``attach``, ``convert``): each method
+imports the implementation it names when it is called, so importing this module loads neither ``common.ptq`` nor
+``common.qat``. The front door that calls them is :mod:`common.quantization`.
+
+``to_dict``/``from_dict`` are the JSON records; :func:`recipe_to_dict`/:func:`recipe_from_dict` add and read a
+``"type"`` (:data:`RECIPE_TYPES`). Names are resolved here and only here: :data:`RECIPES` is the one registry of
+named recipes (the block ones built from :data:`SPECS`, the table of named block specs), :func:`get_recipe` looks a
+name up and :func:`resolve_recipe` reads what a caller or a command line gives (a recipe, a name, a JSON object or
+a ``.json`` file).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from torch import nn
 
 from common.formats import FORMATS
 from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
 from common.registry import lookup
 from common.scaling import RULES, BlockScales, check_block_geometry, quantize_blocks
 from common.scaling.rules import Arithmetic
+from common.select import select_linears
+
+if TYPE_CHECKING:
+    from common.ptq.apply import QuantizationHandle
+    from common.qat.lowbit import LowBitHandle
+    from common.qat.ste import QATHandle
+    from common.qat.w8a8 import W8A8Handle
 
 _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target",
                 "axis", "ties", "compute_dtype")
@@ -143,18 +160,65 @@ class QuantSpec:
     def from_dict(cls, data: Mapping[str, Any]) -> QuantSpec:
         """Inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys are a ValueError."""
         _check_keys(data, _SPEC_FIELDS, "quantization spec")
-        fields = dict(data)
-        fields["rule_options"] = tuple(dict(fields.get("rule_options") or {}).items())
-        return cls(**fields)
+        values = dict(data)
+        values["rule_options"] = tuple(dict(values.get("rule_options") or {}).items())
+        return cls(**values)
 
-    @classmethod
-    def from_name(cls, name: str) -> QuantSpec:
-        """The named block spec ``name`` of :data:`SPECS` (MXFP4, NVFP4, ...); ValueError naming an unknown one."""
-        return lookup(SPECS, name, "block spec")
+
+INT8_PER_TOKEN = QuantSpec("int8", "fp32", "row", "absmax")  # ParetoQ's A8: int8 per token (LowBitRecipe)
+
+
+class Recipe(ABC):
+    """The base of every recipe type (as TransformerEngine's ``Recipe``): a frozen dataclass, validated on
+    construction, naming the numerics of the selected Linear layers (``name``: a label for reports), that knows how
+    it is applied. :mod:`common.quantization` (``quantize_``, ``prepare``, ``convert``) calls:
+
+    * :meth:`select`: the Linear layers it quantizes unless the caller picks them;
+    * :meth:`apply`: post-training quantization in place, returning its :class:`common.ptq.QuantizationHandle`
+      (block recipes; any other type is a QAT recipe and refuses);
+    * :meth:`attach`: the QAT quantizers on the selected layers, returning their handle (``names``, ``remove()``);
+    * :meth:`convert`: the deployed form once training ends, from that handle.
+
+    ``record_type`` is the ``"type"`` of the recipe's record (:func:`recipe_to_dict`, :data:`RECIPE_TYPES`).
+    """
+
+    record_type: ClassVar[str]
+    name: str | None
+
+    def select(self, model: nn.Module) -> list[str]:
+        """The Linear layers quantized by default: the transformer blocks' MLP Linears
+        (:func:`common.select.select_linears` with its defaults)."""
+        return select_linears(model)
+
+    def apply(self, model: nn.Module, names: Sequence[str], *, weights: bool = True) -> QuantizationHandle:
+        """Post-training quantization of the Linear modules ``names``; a QAT recipe refuses (ValueError)."""
+        raise ValueError(f"{type(self).__name__} {self.name!r} is a QAT recipe, and post-training quantization "
+                         "(quantize_) applies block recipes: use prepare(model, recipe) and, after training, "
+                         "convert(model)")
+
+    @abstractmethod
+    def attach(self, model: nn.Module, names: Sequence[str]) -> Any:
+        """Attach the QAT quantizers of this recipe to the Linear modules ``names``; returns their handle."""
+
+    @abstractmethod
+    def convert(self, model: nn.Module, handle: Any) -> QuantizationHandle | None:
+        """End the QAT of :meth:`attach`'s ``handle`` and leave the deployed form; returns the PTQ handle of what
+        stays quantized by hooks or in place (None when nothing does)."""
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict of the fields (:func:`recipe_to_dict` adds ``"type"``)."""
+
+
+def check_recipe(recipe: Any, kind: type[Recipe]) -> Any:
+    """``recipe`` if it is a ``kind``, else ValueError naming it (the attach functions take one recipe type)."""
+    if not isinstance(recipe, kind):
+        raise ValueError(f"expected a {kind.__name__}, got {recipe!r}")
+    return recipe
 
 
 @dataclass(frozen=True)
-class QuantRecipe:
+class QuantRecipe(Recipe):
     """Weight and activation quantization of the selected Linear layers.
 
     ``weights``: applied once to each selected weight (blocks along ``in_features``); ``activations``: applied
@@ -162,6 +226,7 @@ class QuantRecipe:
     both. ``name`` is a label for reports.
     """
 
+    record_type: ClassVar[str] = "block"
     weights: QuantSpec | None
     activations: QuantSpec | None = None
     name: str | None = None
@@ -177,18 +242,25 @@ class QuantRecipe:
             raise ValueError("activations are quantized on every forward pass from their own values: their spec needs "
                              "a scale rule, got rule=None (learned scales apply to weights)")
 
-    @classmethod
-    def from_name(cls, name: str, activations: bool | str = False) -> QuantRecipe:
-        """Weights quantized with the named block spec ``name`` (:data:`SPECS`); activations not (False), with the
-        same spec (True), or with another named spec (its name, e.g. ``"MXFP8"``)."""
-        weights = QuantSpec.from_name(name)
-        if isinstance(activations, str):
-            return cls(weights, QuantSpec.from_name(activations), f"W:{name},A:{activations}")
-        if activations is True:
-            return cls(weights, weights, f"W:{name},A:{name}")
-        if activations is False:
-            return cls(weights, None, f"W:{name}")
-        raise ValueError(f"activations must be a bool or a recipe name, got {activations!r}")
+    def apply(self, model: nn.Module, names: Sequence[str], *, weights: bool = True) -> QuantizationHandle:
+        """Fake-quantize the Linear modules ``names`` in place (:func:`common.ptq.apply_quantization`: each weight
+        replaced by its quantized values, each input quantized by a forward pre-hook; ``weights=False``: the hooks
+        only); the handle's ``remove()`` restores the model."""
+        from common.ptq.apply import apply_quantization
+
+        return apply_quantization(model, self, names, weights=weights)
+
+    def attach(self, model: nn.Module, names: Sequence[str]) -> QATHandle:
+        """Fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`)."""
+        from common.qat.ste import attach_fake_quant
+
+        return attach_fake_quant(model, self, names)
+
+    def convert(self, model: nn.Module, handle: QATHandle) -> QuantizationHandle:
+        """The PTQ of the trained latent weights: weights fake-quantized as the STE's forward used them, inputs
+        hooked, so the forward values are those of QAT."""
+        handle.remove()
+        return self.apply(model, handle.names)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict: ``{"name", "weights", "activations"}`` with specs as :meth:`QuantSpec.to_dict`
@@ -201,7 +273,7 @@ class QuantRecipe:
     def from_dict(cls, data: Mapping[str, Any]) -> QuantRecipe:
         """Inverse of :meth:`to_dict` (a ``"type": "block"`` key is accepted); a missing part is None, unknown keys
         are a ValueError."""
-        data = _without_type(data, "block")
+        data = _without_type(data, cls.record_type)
         _check_keys(data, _RECIPE_FIELDS, "recipe")
         parts = {part: None if data.get(part) is None else QuantSpec.from_dict(data[part])
                  for part in ("weights", "activations")}
@@ -231,19 +303,24 @@ def check_amax_reduction(amax_reduction: Any) -> str:
     return amax_reduction
 
 
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The dataclass fields of ``kind`` (its ``record_type`` is a class variable, not a field)."""
+    return tuple(field.name for field in fields(kind))
+
+
 def _without_type(data: Mapping[str, Any], expected: str) -> dict[str, Any]:
     """``data`` without its ``"type"`` key; ValueError when that key names another recipe type."""
     if not isinstance(data, Mapping):
         raise ValueError(f"a {expected} recipe must be a mapping, got {data!r}")
-    fields = dict(data)
-    kind = fields.pop("type", expected)
+    values = dict(data)
+    kind = values.pop("type", expected)
     if kind != expected:
         raise ValueError(f"recipe type {kind!r} is not {expected!r}")
-    return fields
+    return values
 
 
 @dataclass(frozen=True)
-class DelayedScalingRecipe:
+class DelayedScalingRecipe(Recipe):
     """Per-tensor delayed scaling of a Linear layer's three GEMM operands (input, weight, output gradient), each
     quantized to ``format`` with ``Q(t) = qdq(t s) / s``, ``s = max_val / p`` and ``p`` the amax its ``observer``
     predicts from earlier entries (:mod:`common.observers`; *Max-Window*'s HiF8 W8A8 QAT, Cheng et al. 2026, and
@@ -282,6 +359,7 @@ class DelayedScalingRecipe:
         Evaluation calls (under ``torch.no_grad()``) never communicate.
     """
 
+    record_type: ClassVar[str] = "delayed_scaling"
     format: str = "hif8"
     max_val: float = HIF8_MAX_VAL
     observer: str = "max_window"
@@ -305,6 +383,17 @@ class DelayedScalingRecipe:
         object.__setattr__(self, "roles", check_roles(self.roles))
         check_amax_reduction(self.amax_reduction)
 
+    def attach(self, model: nn.Module, names: Sequence[str]) -> W8A8Handle:
+        """W8A8 QAT with delayed per-tensor scaling of the three GEMM operands (:func:`common.qat.attach_w8a8`)."""
+        from common.qat.w8a8 import attach_w8a8
+
+        return attach_w8a8(model, names, self)
+
+    def convert(self, model: nn.Module, handle: W8A8Handle) -> None:
+        """The quantizers go and the trained weights stay (the paper evaluates them in BF16; deploy them in HiF8
+        with a block recipe or a quantized checkpoint)."""
+        handle.remove()
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``observer_options`` as a dict, ``roles`` as a list)."""
         return {**asdict(self), "observer_options": dict(self.observer_options), "roles": list(self.roles)}
@@ -313,14 +402,14 @@ class DelayedScalingRecipe:
     def from_dict(cls, data: Mapping[str, Any]) -> DelayedScalingRecipe:
         """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted; a record without ``amax_reduction``, written
         before the field existed, reads as ``"none"``); unknown keys are a ValueError."""
-        fields = _without_type(data, "delayed_scaling")
-        _check_keys(fields, tuple(cls.__dataclass_fields__), "delayed-scaling recipe")
-        fields["observer_options"] = tuple(dict(fields.get("observer_options") or {}).items())
-        return cls(**fields)
+        values = _without_type(data, cls.record_type)
+        _check_keys(values, _field_names(cls), "delayed-scaling recipe")
+        values["observer_options"] = tuple(dict(values.get("observer_options") or {}).items())
+        return cls(**values)
 
 
 @dataclass(frozen=True)
-class LowBitRecipe:
+class LowBitRecipe(Recipe):
     """ParetoQ low-bit weight QAT (Liu et al. 2025, as WinQ trains it): each weight ``W`` of a selected Linear
     layer is used as ``Q(W) = alpha q(W / alpha)`` with a learned per-row scale ``alpha`` and the bit width's
     quantizer ``q`` (binary, ternary, stretched 2-bit, or LSQ 3-4 bit; :mod:`common.qat.lowbit`).
@@ -333,6 +422,7 @@ class LowBitRecipe:
     name: a label.
     """
 
+    record_type: ClassVar[str] = "lowbit"
     bits: float
     activation_bits: int | None = None
     hadamard: bool = False
@@ -341,11 +431,32 @@ class LowBitRecipe:
     def __post_init__(self) -> None:
         if isinstance(self.bits, bool) or not isinstance(self.bits, int | float) or self.bits not in LOWBIT_BITS:
             raise ValueError(f"unknown weight bit width {self.bits!r}; valid: {', '.join(map(str, LOWBIT_BITS))}")
+        object.__setattr__(self, "bits", LOWBIT_BITS[LOWBIT_BITS.index(self.bits)])  # 2.0 is stored as 2
         if self.activation_bits is not None and (isinstance(self.activation_bits, bool)
                                                  or self.activation_bits not in ACTIVATION_BITS):
             raise ValueError(f"unknown activation bit width {self.activation_bits!r}; valid: None (A16), 8")
         if not isinstance(self.hadamard, bool):
             raise ValueError(f"hadamard must be a bool, got {self.hadamard!r}")
+
+    def select(self, model: nn.Module) -> list[str]:
+        """WinQ's selection: every Linear of the transformer blocks (:func:`common.qat.lowbit_selection`)."""
+        from common.qat.lowbit import lowbit_selection
+
+        return lowbit_selection(model)
+
+    def attach(self, model: nn.Module, names: Sequence[str]) -> LowBitHandle:
+        """ParetoQ QAT with learned per-row scales (:func:`common.qat.attach_lowbit`)."""
+        from common.qat.lowbit import attach_lowbit
+
+        return attach_lowbit(model, names, self)
+
+    def convert(self, model: nn.Module, handle: LowBitHandle) -> QuantizationHandle | None:
+        """Plain Linear layers holding the effective weights ``Q(W)`` (``Q(W H) H^T`` with a rotation) bit for bit,
+        and with 8-bit activations their :data:`INT8_PER_TOKEN` input hooks (the PTQ handle returned)."""
+        handle.remove(materialize=True)
+        if self.activation_bits is None:
+            return None
+        return QuantRecipe(None, INT8_PER_TOKEN, "int8 per token").apply(model, handle.names, weights=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""
@@ -354,19 +465,18 @@ class LowBitRecipe:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LowBitRecipe:
         """Inverse of :meth:`to_dict` (a ``"type"`` key is accepted); unknown keys are a ValueError."""
-        fields = _without_type(data, "lowbit")
-        _check_keys(fields, tuple(cls.__dataclass_fields__), "low-bit recipe")
-        return cls(**fields)
+        values = _without_type(data, cls.record_type)
+        _check_keys(values, _field_names(cls), "low-bit recipe")
+        return cls(**values)
 
 
-Recipe = QuantRecipe | DelayedScalingRecipe | LowBitRecipe
-RECIPE_TYPES: dict[str, type] = {"block": QuantRecipe, "delayed_scaling": DelayedScalingRecipe, "lowbit": LowBitRecipe}
+RECIPE_TYPES: dict[str, type[Recipe]] = {kind.record_type: kind
+                                         for kind in (QuantRecipe, DelayedScalingRecipe, LowBitRecipe)}
 
 
 def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
-    """``{"type": ..., **recipe.to_dict()}``: the record :func:`recipe_from_dict` reads back."""
-    kind = next(name for name, cls in RECIPE_TYPES.items() if isinstance(recipe, cls))
-    return {"type": kind, **recipe.to_dict()}
+    """``{"type": recipe.record_type, **recipe.to_dict()}``: the record :func:`recipe_from_dict` reads back."""
+    return {"type": check_recipe(recipe, Recipe).record_type, **recipe.to_dict()}
 
 
 def recipe_from_dict(data: Mapping[str, Any]) -> Recipe:
@@ -374,7 +484,7 @@ def recipe_from_dict(data: Mapping[str, Any]) -> Recipe:
     checkpoints store it); ValueError naming an unknown type or field."""
     if not isinstance(data, Mapping):
         raise ValueError(f"a recipe must be a mapping, got {data!r}")
-    return lookup(RECIPE_TYPES, data.get("type", "block"), "recipe type").from_dict(data)
+    return lookup(RECIPE_TYPES, data.get("type", QuantRecipe.record_type), "recipe type").from_dict(data)
 
 
 SPECS: dict[str, QuantSpec] = {  # named block specs (OCP MX v1.0; NVIDIA NVFP4; Finer is Better's 4/6)
@@ -385,7 +495,7 @@ SPECS: dict[str, QuantSpec] = {  # named block specs (OCP MX v1.0; NVIDIA NVFP4;
     "NVFP4_4over6": QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="tensor"),
 }
 
-RECIPES: dict[str, Recipe] = {
+RECIPES: dict[str, Recipe] = {  # the one registry of named recipes (get_recipe, resolve_recipe)
     **{name: QuantRecipe(spec, None, f"W:{name}") for name, spec in SPECS.items()},
     "HIF8_W8A8": DelayedScalingRecipe(name="HIF8_W8A8", observer_options=(("window", 64),)),
     **{f"PARETOQ_W{bits:g}": LowBitRecipe(bits, name=f"PARETOQ_W{bits:g}") for bits in LOWBIT_BITS},
@@ -394,6 +504,44 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def get_recipe(name: str) -> Recipe:
-    """The named recipe ``name`` of :data:`RECIPES`; ValueError naming an unknown one and the valid names."""
-    return lookup(RECIPES, name, "recipe")
+def get_recipe(name: str, activations: bool = False) -> Recipe:
+    """The named recipe ``name`` of :data:`RECIPES` (ValueError naming an unknown one and the valid names); with
+    ``activations=True`` a named block recipe whose layer inputs are quantized with its weight spec too, labelled
+    ``W:<name>,A:<name>`` (ValueError for another recipe type)."""
+    recipe = lookup(RECIPES, name, "recipe")
+    if not isinstance(activations, bool):
+        raise ValueError(f"activations must be a bool, got {activations!r}")
+    if not activations:
+        return recipe
+    if not isinstance(recipe, QuantRecipe) or recipe.weights is None:
+        raise ValueError(f"activations=True quantizes the inputs with a block recipe's weight spec; {name!r} is a "
+                         f"{type(recipe).__name__}")
+    return QuantRecipe(recipe.weights, recipe.weights, f"W:{name},A:{name}")
+
+
+def resolve_recipe(recipe: Recipe | str, *, activations: bool = False) -> Recipe:
+    """The recipe ``recipe`` stands for (what :mod:`common.quantization` and both command lines accept): a
+    :class:`Recipe` itself; a name of :data:`RECIPES` (:func:`get_recipe`, with ``activations``); a JSON object in
+    :func:`recipe_to_dict` form (without ``"type"``: a block recipe); or the path of a ``.json`` file holding one.
+    ``activations=True`` applies to names only. ValueError naming anything else."""
+    if isinstance(recipe, Recipe) and not activations:
+        return recipe
+    if not isinstance(recipe, str):
+        raise ValueError(f"recipe must be a common.recipes recipe or its name, got {recipe!r}"
+                         + (" with activations=True (which applies to names)" if activations else ""))
+    if recipe in RECIPES:
+        return get_recipe(recipe, activations)
+    if recipe.lstrip().startswith("{"):
+        source, text = "JSON recipe", recipe
+    elif recipe.endswith(".json") and Path(recipe).is_file():
+        source, text = f"recipe file {recipe!r}", Path(recipe).read_text(encoding="utf-8")
+    else:
+        raise ValueError(f"unknown recipe {recipe!r}; valid: a name ({', '.join(RECIPES)}), a JSON object or a "
+                         ".json file")
+    if activations:
+        raise ValueError("activations=True (--activations) applies to named recipes; give a JSON recipe its "
+                         "'activations' entry")
+    try:
+        return recipe_from_dict(json.loads(text))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{source} is not valid JSON: {err}") from None

@@ -19,7 +19,7 @@ Fact sheet ``papers/winq``. WinQ trains a model quantized with the ParetoQ quant
 WinQ is both; the ablations are interpolation only (no ``set_noise``) and noise only (no :class:`WinQ` hook). In
 the shared training loop::
 
-    handle = attach_lowbit(model, lowbit_selection(model), bits=2)
+    handle = prepare(model, LowBitRecipe(2))         # common.quantization, common.recipes
     handle.set_noise(1e-3, seed=0)
     train(model, tokens, config, run_dir, hooks=WinQ(handle, every=K))
 

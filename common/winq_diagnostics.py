@@ -126,7 +126,7 @@ def period_travel(step: int, period: int, config: TrainConfig) -> float:
 
 def lowbit_layers(model: nn.Module) -> dict[str, tuple[nn.Parameter, LowBitWeight]]:
     """``{name: (latent weight, its quantizer)}`` of every Linear of ``model`` that
-    :func:`common.qat.attach_lowbit` quantizes, in module order."""
+    a :class:`common.recipes.LowBitRecipe` quantizes (:func:`common.quantization.prepare`), in module order."""
     return {name: (module.parametrizations.weight.original, module.parametrizations.weight[0])
             for name, module in model.named_modules()
             if parametrize.is_parametrized(module, "weight")
@@ -169,7 +169,7 @@ def mechanism_shares(model: nn.Module, travel: float | None) -> dict[str, Any]:
         raise ValueError(f"travel must be a number >= 0 or None, got {travel!r}")
     layers = lowbit_layers(model)
     if not layers:
-        raise ValueError("the model has no low-bit quantized Linear (common.qat.attach_lowbit)")
+        raise ValueError("the model has no low-bit quantized Linear (common.quantization.prepare with a LowBitRecipe)")
     near = outside = total = 0
     with torch.no_grad():
         for latent, quantizer in layers.values():
@@ -209,7 +209,7 @@ def relative_grad_norm(model: nn.Module, batches: Iterable[torch.Tensor]) -> flo
     ValueError for a model without low-bit layers or no batch."""
     weights = [latent for latent, _ in lowbit_layers(model).values()]
     if not weights:
-        raise ValueError("the model has no low-bit quantized Linear (common.qat.attach_lowbit)")
+        raise ValueError("the model has no low-bit quantized Linear (common.quantization.prepare with a LowBitRecipe)")
     device, was_training = weights[0].device, model.training
     model.eval()
     try:

@@ -29,8 +29,7 @@ from transformers import AutoTokenizer
 from common.cli import COMPUTE_FLAGS, compute_settings
 from common.compute import Compute
 from common.data import read_jsonl, token_stream
-from common.models import is_quantized_checkpoint, load_causal_lm
-from common.ptq import read_quantization_config
+from common.models import load_checkpoint
 
 from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
@@ -85,8 +84,8 @@ def _lm_eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", required=True,
                         help="comma-separated lm-eval tasks, e.g. wikitext,lambada_openai,hellaswag,arc_easy,"
                              "arc_challenge,piqa,winogrande,mmlu")
-    parser.add_argument("--quantization", help="fake-quantize a float model with this PTQ recipe (a name from "
-                                               "common.scaling.RECIPES, a JSON object or a .json file)")
+    parser.add_argument("--quantization", help="fake-quantize a float model with this block recipe (a name from "
+                                               "common.recipes.RECIPES, a JSON object or a .json file)")
     for flag, options in COMPUTE_FLAGS:
         parser.add_argument(flag, **options)
     parser.add_argument("--batch-size", type=int, default=1)
@@ -99,7 +98,7 @@ def _lm_eval_parser() -> argparse.ArgumentParser:
 
 
 def _lm_eval(args: argparse.Namespace) -> dict[str, Any]:
-    from common.ptq.cli import parse_recipe
+    from common.recipes import resolve_recipe
 
     from .lm_eval_adapter import load_scored_model, prepare_tasks, run_lm_eval
 
@@ -109,7 +108,7 @@ def _lm_eval(args: argparse.Namespace) -> dict[str, Any]:
     tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
     if not tasks:
         raise ValueError(f"--tasks {args.tasks!r} names no task")
-    recipe = None if args.quantization is None else parse_recipe(args.quantization, activations=False)
+    recipe = None if args.quantization is None else resolve_recipe(args.quantization)
     start = time.perf_counter()
     task_manager = prepare_tasks(tasks, args.include_path)  # missing data fails here, before the model loads
     model, record = load_scored_model(args.model, recipe, compute_settings(args))
@@ -136,8 +135,10 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
     """The evaluation record of checkpoint ``model`` (tokenizer: ``tokenizer`` or the model folder): strided
     perplexity on the first ``max_tokens`` tokens of ``split`` and the zero-shot ``cloze``/``choice`` tasks given,
     run where ``compute`` says (default :class:`common.compute.Compute`: CUDA when present, float32 weights).
-    ``quantization`` is recorded (default: the checkpoint's own quantization config). ValueError naming a missing
-    path or a bad value, before any scoring."""
+    The model is loaded by :func:`common.models.load_checkpoint` (a quantized checkpoint with its input hooks, a
+    low-bit QAT run with its quantizers). ``quantization`` is recorded (default: the checkpoint's own record, a
+    quantized checkpoint's quantization config or a low-bit QAT run's ``qat`` record; None for a float checkpoint).
+    ValueError naming a missing path or a bad value, before any scoring."""
     model, split = Path(model), Path(split)
     tokenizer = model if tokenizer is None else Path(tokenizer)
     _require("--model", model, folder=True)
@@ -150,9 +151,10 @@ def evaluate_checkpoint(model: str | os.PathLike[str], split: str | os.PathLike[
     docs = read_jsonl(split)
     tasks = {kind: (Path(path), read_task(path)) for kind, path in (("cloze", cloze), ("choice", choice)) if path}
     loaded_tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-    network = (compute or Compute()).place(load_causal_lm(model))
-    if quantization is None and is_quantized_checkpoint(model):
-        quantization = read_quantization_config(model)
+    loaded = load_checkpoint(model)
+    network = (compute or Compute()).place(loaded.model)
+    if quantization is None:
+        quantization = loaded.record
     stream = token_stream(loaded_tokenizer, docs)
     if max_tokens is not None:
         stream = stream[:max_tokens]

@@ -1,9 +1,10 @@
 """Perplexity and zero-shot accuracy of a causal LM with chosen Linear layers fake-quantized: the model-study
 cells shared by the papers.
 
-Both load a checkpoint (model and tokenizer) and apply a :class:`common.ptq.QuantRecipe` to the Linear layers
-whose names match ``include`` (:func:`common.ptq.select_linears`, :func:`common.ptq.apply_quantization`: weights
-quantized once, activations on every forward); with ``recipe=None`` the model is the unquantized reference. Then
+Both load a checkpoint (model and tokenizer) and apply a :class:`common.recipes.QuantRecipe` through the front door
+(:func:`common.quantization.quantize_`: weights quantized once, activations on every forward) to the Linear layers
+whose names match ``include`` (:func:`common.select.select_linears`); with ``recipe=None`` the model is the
+unquantized reference. Then
 
 * ``fake_quant_perplexity`` tokenizes a corpus split (:func:`common.data.token_stream`, the first ``max_tokens``
   tokens) and scores the strided perplexity (:func:`common.eval.perplexity`);
@@ -29,7 +30,9 @@ from transformers import AutoTokenizer
 from common.compute import Compute
 from common.data import read_jsonl, token_stream
 from common.models import load_causal_lm
-from common.ptq import QuantRecipe, apply_quantization, select_linears
+from common.quantization import quantize_
+from common.recipes import QuantRecipe
+from common.select import select_linears
 
 from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary
@@ -49,8 +52,7 @@ def _fake_quantized(model_dir: Path, recipe: QuantRecipe | None, include: str, c
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if recipe is None:
         return model, tokenizer, None
-    layers = select_linears(model, include=include)
-    apply_quantization(model, recipe, layers)
+    layers = quantize_(model, recipe, names=select_linears(model, include=include)).names
     return model, tokenizer, {"recipe": recipe.to_dict(), "layers": layers}
 
 

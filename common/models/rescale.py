@@ -173,17 +173,20 @@ def rescale_checkpoint(model_dir: str | Path, factor: float, transforms: Sequenc
     ``source``, ``factor``, ``transforms``, ``sigma`` (per decoder Linear: ``before``, ``after`` and
     ``ratio = after / before``) and ``probe`` (seed, shape, ``max_abs_logit`` of the original model and
     ``max_abs_logit_difference`` = ``max |logits_rescaled - logits_original|`` on :func:`probe_ids`). Returns that
-    record. ValueError for bad input (a quantized checkpoint, ``out`` equal to ``model_dir``), before writing.
+    record. ValueError for bad input (a quantized or low-bit QAT checkpoint, ``out`` equal to ``model_dir``), before
+    writing.
     """
-    from . import METADATA_FILE, is_quantized_checkpoint, load_model, save_checkpoint  # the package imports this
+    from . import METADATA_FILE, checkpoint_kind, load_model, save_checkpoint  # the package imports this
 
     c = check_factor(factor)
     names = check_transforms(transforms)
     source = Path(model_dir)
     if not (source / "config.json").is_file():
         raise ValueError(f"--model {str(model_dir)!r} is not a Hugging Face checkpoint folder (no config.json)")
-    if is_quantized_checkpoint(source):
-        raise ValueError(f"--model {str(model_dir)!r} is a quantized checkpoint: rescale the full-precision model")
+    kind = checkpoint_kind(source)
+    if kind is not None:
+        raise ValueError(f"--model {str(model_dir)!r} is a {kind.description} checkpoint: rescale the full-precision "
+                         "model")
     if Path(out).resolve() == source.resolve():
         raise ValueError(f"--out {str(out)!r} is the --model folder: it would be replaced")
     model, tokenizer = load_model(source)

@@ -1,17 +1,20 @@
-"""Post-training quantization of Hugging Face causal LMs: recipes, layer selection, fake quantization and
-quantized checkpoints (element codes + block scales, rebuilt bit-exactly).
+"""Post-training quantization of Hugging Face causal LMs: fake quantization of selected layers and quantized
+checkpoints (element codes + block scales, rebuilt bit-exactly). Apply a recipe through the front door,
+:func:`common.quantization.quantize_` (which calls :func:`apply_quantization` here).
 
->>> recipe = QuantRecipe.from_name("NVFP4", activations=True)                 # doctest: +SKIP
+>>> recipe = get_recipe("NVFP4", activations=True)                             # doctest: +SKIP
 >>> names = select_linears(model, skip_proportion=(3 / 26, 2 / 26))            # doctest: +SKIP
->>> with apply_quantization(model, recipe, names):                             # doctest: +SKIP
+>>> with quantize_(model, recipe, names=names):                                # doctest: +SKIP
 ...     logits = model(input_ids).logits                                       # model restored on exit
 >>> save_quantized_checkpoint(model, tokenizer, recipe, names, "out/nvfp4")    # doctest: +SKIP
 >>> qmodel, handle = load_quantized_checkpoint("out/nvfp4")                    # doctest: +SKIP
+>>> qmodel = common.models.load_causal_lm("out/nvfp4")                         # doctest: +SKIP
 >>> qmodel = transformers.AutoModelForCausalLM.from_pretrained("out/nvfp4")     # doctest: +SKIP
 
 Importing this package registers the quantization method ``"lowbit-lab"`` with transformers
 (:mod:`common.ptq.hf`), so ``from_pretrained`` loads a quantized checkpoint as :func:`load_quantized_checkpoint`
-does.
+does, and :mod:`common.ptq.checkpoint` registers the checkpoint kind ``"quantized"`` with
+:func:`common.models.load_checkpoint` (which imports it when it loads a folder).
 
 Command line: ``python -m common.ptq quantize --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
 """

@@ -43,6 +43,9 @@ uint8 guard, the quantized data living under the suffixes above (``<name>.qweigh
 the weights and only quantizes the inputs). After ``import common.ptq``, ``AutoModelForCausalLM.from_pretrained``
 loads the model :func:`load_quantized_checkpoint` builds (:mod:`common.ptq.hf`); without it, plain loading fails
 on the guards' size mismatch instead of initialising the quantized weights at random.
+
+The checkpoint kind ``"quantized"`` (marker ``quantization_config.json``) is registered here, so
+:func:`common.models.load_checkpoint` loads such a folder with :func:`load_quantized_checkpoint`.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from torch import nn
 
 from common.formats import decode, encode, get_format
 from common.io import atomic_dir, read_json, write_json
+from common.models import CheckpointKind, register_checkpoint_kind
 from common.progress import progress
 from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import BlockScales
@@ -408,6 +412,10 @@ def stored_codes_per_byte(meta: dict[str, Any]) -> int:
     if meta["format_version"] == 1:
         return 2 if meta["packing"]["packed"] else 1
     return int(meta["packing"]["codes_per_byte"])
+
+
+register_checkpoint_kind(CheckpointKind(  # what common.models.load_checkpoint loads
+    "quantized", "quantized", QUANT_CONFIG_FILE, read_quantization_config, load_quantized_checkpoint))
 
 
 # ----------------------------------------------------------------------------------------------- sizes

@@ -5,18 +5,20 @@
     python -m common.ptq quantize --model QAT_DIR --recipe learned --out DIR
     python -m common.ptq export --model Q_DIR --format compressed-tensors [--weights-only] --out DIR
 
-``--recipe`` is a name from :data:`common.recipes.SPECS` (``--activations`` then quantizes the layer inputs
-with the same recipe), a JSON object, or the path of a ``.json`` file, both in :meth:`QuantRecipe.to_dict` form.
-The model is loaded in float32 from local files only; the tokenizer is saved too when the folder has one.
+``--recipe`` is what :func:`common.recipes.resolve_recipe` reads (the name of a block recipe of
+:data:`common.recipes.RECIPES`: ``--activations`` then quantizes the layer inputs with the same spec; a JSON object;
+the path of a ``.json`` file, both in :func:`common.recipes.recipe_to_dict` form) and must be a block recipe
+(:class:`common.recipes.QuantRecipe`). The model is loaded in float32 from local files only; the tokenizer is saved
+too when the folder has one.
 
 ``--recipe learned`` stores a low-bit QAT checkpoint (ParetoQ quantizers with learned per-row scales, written by
 ``papers.winq.run.winq_run``: :mod:`common.qat.lowbit_io`) as it was trained: the model is loaded with its
-quantizers (:func:`common.qat.lowbit_io.load_lowbit_model`), each trained layer's effective weight
-``Q(W) = lowbit_quantize(W, alpha, bits)`` is split into integer codes and per-row float32 scales
-(:func:`common.qat.lowbit_codes`: binary, ternary, midrise2, int3_tc or int4_tc codes) and materialized into the
-weights, and the checkpoint holds the packed codes and the learned scales with the recipe
-``QuantRecipe(name="paretoq-w<bits>[a8]", weights=QuantSpec(<codes format>, "fp32", "row", rule=None),
-activations=common.qat.INT8_PER_TOKEN if the run had 8-bit activations)``, so
+quantizers by the one loader (:func:`common.models.load_checkpoint`, kind ``lowbit_qat``), each trained layer's
+effective weight ``Q(W) = lowbit_quantize(W, alpha, bits)`` is split into integer codes and per-row float32 scales
+(the handle's ``learned_codes``: binary, ternary, midrise2, int3_tc or int4_tc codes) and materialized into the
+weights (:func:`common.quantization.convert`), and the checkpoint holds the packed codes and the learned scales with
+the recipe ``QuantRecipe(name="paretoq-w<bits>[a8]", weights=QuantSpec(<codes format>, "fp32", "row", rule=None),
+activations=common.recipes.INT8_PER_TOKEN if the run had 8-bit activations)``, so
 :func:`common.ptq.load_quantized_checkpoint` rebuilds ``Q(W)`` bit for bit and re-attaches ParetoQ's A8 per-token
 int8 quantization. The selected modules are the run's trained layers (its ``qat`` record's ``layers``), so
 ``--include``, ``--exclude``, ``--skip-*`` and ``--activations`` are refused with it; so is a folder that is not a
@@ -45,9 +47,9 @@ import transformers
 
 from common.data.tokenizer import TOKENIZER_FILES
 from common.io import write_json
-from common.qat.lowbit import INT8_PER_TOKEN, lowbit_codes
-from common.qat.lowbit_io import load_lowbit_model, read_lowbit_record
-from common.recipes import SPECS, QuantRecipe, QuantSpec
+from common.models import checkpoint_record, load_checkpoint, load_float_model
+from common.quantization import convert
+from common.recipes import RECIPES, QuantRecipe, resolve_recipe
 from common.scaling import BlockScales
 from common.select import DEFAULT_INCLUDE, select_linears
 
@@ -55,27 +57,19 @@ from .checkpoint import checkpoint_size_bytes, save_quantized_checkpoint, size_r
 from .export import FORMATS, export_compressed_tensors
 
 LEARNED = "learned"
+LEARNED_KIND = "lowbit_qat"  # the checkpoint kind common.qat registers (common.models.CHECKPOINT_PLUGINS)
 SELECTION_FLAGS = {"include": "--include", "exclude": "--exclude", "skip_first": "--skip-first",
                    "skip_last": "--skip-last", "skip_proportion": "--skip-proportion", "activations": "--activations"}
 
 
-def parse_recipe(text: str, activations: bool) -> QuantRecipe:
-    """A recipe from a name in SPECS, a JSON object or a ``.json`` file; ValueError naming the value."""
-    if text in SPECS:
-        return QuantRecipe.from_name(text, activations=activations)
-    if text.lstrip().startswith("{"):
-        source, data = "JSON recipe", text
-    elif text.endswith(".json") and Path(text).is_file():
-        source, data = f"recipe file {text!r}", Path(text).read_text(encoding="utf-8")
-    else:
-        raise ValueError(f"unknown recipe {text!r}; valid: a name ({', '.join(SPECS)}), a JSON object or a "
-                         ".json file")
-    if activations:
-        raise ValueError("--activations applies to named recipes; give a JSON recipe its 'activations' entry")
-    try:
-        return QuantRecipe.from_dict(json.loads(data))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{source} is not valid JSON: {err}") from None
+def block_recipe(text: str, activations: bool) -> QuantRecipe:
+    """The block recipe ``--recipe text`` stands for (:func:`common.recipes.resolve_recipe`); ValueError naming the
+    value for anything else (a QAT recipe is trained, not applied to a checkpoint)."""
+    recipe = resolve_recipe(text, activations=activations)
+    if not isinstance(recipe, QuantRecipe):
+        raise ValueError(f"--recipe {text!r} is a {type(recipe).__name__}: a quantized checkpoint stores a block "
+                         f"recipe (QuantRecipe), or give '{LEARNED}' for a low-bit QAT checkpoint")
+    return recipe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     quantize = commands.add_parser("quantize", help="write a quantized checkpoint of a local HF model")
     quantize.add_argument("--model", required=True, help="HF checkpoint folder (local files only)")
     quantize.add_argument("--recipe", required=True,
-                          help=f"{', '.join(SPECS)}, a JSON object, a .json file, or '{LEARNED}' (a low-bit QAT "
-                               "checkpoint stored with its learned scales)")
+                          help=f"a block recipe: a name ({', '.join(RECIPES)}), a JSON object or a .json file; or "
+                               f"'{LEARNED}' (a low-bit QAT checkpoint stored with its learned scales)")
     quantize.add_argument("--activations", action="store_true", help="also quantize the inputs of the layers")
     quantize.add_argument("--include", default=None,
                           help=f"regex of the Linear module names to quantize (default {DEFAULT_INCLUDE!r})")
@@ -127,7 +121,7 @@ def quantize_command(args: argparse.Namespace) -> dict[str, object]:
                              "activation quantization are the QAT run's own")
         recipe = None
     else:
-        recipe = parse_recipe(args.recipe, args.activations)
+        recipe = block_recipe(args.recipe, args.activations)
     model_dir = Path(args.model)
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"--model {args.model!r} is not a Hugging Face checkpoint folder (no config.json)")
@@ -136,8 +130,7 @@ def quantize_command(args: argparse.Namespace) -> dict[str, object]:
     if learned:
         model, tokenizer, recipe, names, weight_scales = load_learned(model_dir)
     else:
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
-                                                                  dtype=torch.float32)
+        model = load_float_model(model_dir)  # the weights as stored (common.models' float loader)
         tokenizer = None
         if any((model_dir / name).is_file() for name in TOKENIZER_FILES):
             tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
@@ -156,27 +149,19 @@ def load_learned(model_dir: Path) -> tuple[torch.nn.Module, Any, QuantRecipe, li
     """``(model, tokenizer, recipe, names, weight_scales)`` of the low-bit QAT checkpoint ``model_dir`` (module
     docstring, ``--recipe learned``): the model holds the effective weights ``Q(W)`` of the trained layers
     ``names``, whose codes and learned per-row scales are ``weight_scales``. ValueError naming the folder when it is
-    not a low-bit QAT checkpoint or was trained with a Hadamard rotation."""
+    not a low-bit QAT checkpoint or was trained with a Hadamard rotation (both before the model is loaded)."""
     try:
-        qat = read_lowbit_record(model_dir)
+        qat = checkpoint_record(model_dir, LEARNED_KIND)
     except ValueError as err:
         raise ValueError(f"--recipe {LEARNED}: {err}") from None
     if qat.get("hadamard"):
         raise ValueError(f"--recipe {LEARNED}: {str(model_dir)!r} was trained with a Hadamard rotation (hadamard: "
                          "true): its effective weights Q(W H) H^T cannot be stored as codes of the unrotated weight "
                          "with per-row scales")
-    model, tokenizer, handle = load_lowbit_model(model_dir)
-    names = list(handle.names)
-    formats, weight_scales = set(), {}
-    for name in names:
-        fmt, weight_scales[name] = lowbit_codes(handle.latent_weight(name), handle.alphas()[name], handle.bits)
-        formats.add(fmt)
-    (elem,) = formats
-    handle.remove(materialize=True)  # plain Linear layers holding Q(W), bit for bit
-    a8 = handle.activation_bits == 8
-    recipe = QuantRecipe(QuantSpec(elem, "fp32", "row", rule=None), INT8_PER_TOKEN if a8 else None,
-                         f"paretoq-w{handle.bits:g}{'a8' if a8 else ''}")
-    return model, tokenizer, recipe, names, weight_scales
+    loaded = load_checkpoint(model_dir, kind=LEARNED_KIND)
+    recipe, weight_scales = loaded.handle.learned_codes()
+    convert(loaded.model)  # plain Linear layers holding Q(W), bit for bit
+    return loaded.model, loaded.tokenizer(), recipe, list(loaded.handle.names), weight_scales
 
 
 def main(argv: Sequence[str] | None = None) -> int:

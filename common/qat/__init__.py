@@ -3,9 +3,9 @@ quantized gradients and delayed per-tensor scaling (HiF8, ``papers/maxwindow_hif
 QAT with learnable per-row scales (ParetoQ quantizers, for WinQ: ``common.winq``), their integer codes
 (:func:`lowbit_codes`) and checkpoint files (:mod:`common.qat.lowbit_io`)."""
 
+from common.recipes import HISTORY_UNITS, INT8_PER_TOKEN, LOWBIT_BITS, ROLES
+
 from .lowbit import (
-    INT8_PER_TOKEN,
-    LOWBIT_BITS,
     LOWBIT_CODES,
     LowBitHandle,
     attach_lowbit,
@@ -22,8 +22,6 @@ from .lowbit_io import load_lowbit_model
 from .scaled import scaled_qdq
 from .ste import QATHandle, attach_fake_quant, ste_quantize
 from .w8a8 import (
-    HISTORY_UNITS,
-    ROLES,
     TELEMETRY_FIELDS,
     W8A8Handle,
     W8A8Layer,

@@ -50,8 +50,8 @@ quantization below acts on the unrotated ``x``).
 8-bit activations (``activation_bits=8``, ParetoQ's A8): per token (last dimension) symmetric absmax int8,
 ``s = max|x| / 127`` (``s = 1`` where the max is 0), ``x_q = clamp(round(x / s), -128, 127) s``, applied by a
 forward pre-hook with a straight-through gradient (:func:`common.qat.ste_quantize`). It is the PTQ spec
-:data:`INT8_PER_TOKEN` (``QuantSpec("int8", "fp32", "row", "absmax")``), so a quantized checkpoint re-attaches
-exactly this quantization (:func:`int8_per_token`).
+:data:`common.recipes.INT8_PER_TOKEN` (``QuantSpec("int8", "fp32", "row", "absmax")``), so a quantized checkpoint
+re-attaches exactly this quantization (:func:`int8_per_token`).
 
 Codes (:func:`lowbit_codes`): every bit width's levels are integer codes of a registered element format times one
 float32 scale per row, bit-equal to the forward value ``Q(W)`` (what ``common.ptq`` stores for a trained model)::
@@ -88,7 +88,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from common.formats.quantize import divide
-from common.recipes import LOWBIT_BITS, LowBitRecipe, QuantSpec
+from common.recipes import INT8_PER_TOKEN, LOWBIT_BITS, LowBitRecipe, QuantRecipe, QuantSpec, check_recipe
 from common.scaling import BlockScales
 from common.select import linear_modules, select_linears
 
@@ -100,7 +100,6 @@ LOWBIT_INCLUDE = r"(self_attn\.(q_proj|k_proj|v_proj|o_proj)|mlp\.(gate_proj|up_
 # bits -> (element format of the codes, codes per unit of alpha): level q(u) = code / codes_per_unit
 LOWBIT_CODES: dict[float, tuple[str, float]] = {1: ("binary", 1.0), 1.58: ("ternary", 1.5), 2: ("midrise2", 4.0),
                                                 3: ("int3_tc", 1.0), 4: ("int4_tc", 1.0)}
-INT8_PER_TOKEN = QuantSpec("int8", "fp32", "row", "absmax")  # ParetoQ's A8 (module docstring)
 
 
 @dataclass(frozen=True)
@@ -342,12 +341,15 @@ def lowbit_selection(model: nn.Module) -> list[str]:
 
 
 class LowBitHandle:
-    """What :func:`attach_lowbit` changed; ``remove()`` (idempotent) undoes it; also a context manager."""
+    """What :func:`attach_lowbit` changed (``recipe``: the :class:`common.recipes.LowBitRecipe` attached, its
+    ``bits``, ``activation_bits`` and ``hadamard`` also attributes); ``remove()`` (idempotent) undoes it; also a
+    context manager."""
 
-    def __init__(self, modules: dict[str, nn.Linear], bits: float, activation_bits: int | None, hadamard: bool,
-                 noise: NoiseSource, hooks: list[Any]) -> None:
+    def __init__(self, modules: dict[str, nn.Linear], recipe: LowBitRecipe, noise: NoiseSource,
+                 hooks: list[Any]) -> None:
         self.names = list(modules)
-        self.bits, self.activation_bits, self.hadamard = bits, activation_bits, hadamard
+        self.recipe = recipe
+        self.bits, self.activation_bits, self.hadamard = recipe.bits, recipe.activation_bits, recipe.hadamard
         self.noise = noise
         self._modules, self._hooks = modules, hooks
 
@@ -374,6 +376,23 @@ class LowBitHandle:
     def alphas(self) -> dict[str, nn.Parameter]:
         """``{name: alpha}`` (out x 1 parameters)."""
         return {name: self._parametrization(name).alpha for name in self.names}
+
+    def learned_codes(self) -> tuple[QuantRecipe, dict[str, BlockScales]]:
+        """The trained layers as a quantized checkpoint stores them (``recipe`` and ``weight_scales`` of
+        :func:`common.ptq.save_quantized_checkpoint`): per layer the integer codes and learned per-row scales of
+        ``Q(W)`` (:func:`lowbit_codes`), and the recipe ``QuantRecipe(QuantSpec(<codes format>, "fp32", "row",
+        rule=None), INT8_PER_TOKEN with 8-bit activations, "paretoq-w<bits>[a8]")``. ValueError for a Hadamard
+        rotation: ``Q(W H) H^T`` has no integer codes of the unrotated weight with per-row scales."""
+        if self.hadamard:
+            raise ValueError("a low-bit model trained with a Hadamard rotation (hadamard: true) cannot be stored as "
+                             "codes: its effective weights Q(W H) H^T have no codes of the unrotated weight with "
+                             "per-row scales")
+        alphas = self.alphas()
+        scales = {name: lowbit_codes(self.latent_weight(name), alphas[name], self.bits)[1] for name in self.names}
+        a8 = self.activation_bits == 8
+        recipe = QuantRecipe(QuantSpec(LOWBIT_CODES[self.bits][0], "fp32", "row", rule=None),
+                             INT8_PER_TOKEN if a8 else None, f"paretoq-w{self.bits:g}{'a8' if a8 else ''}")
+        return recipe, scales
 
     def state_dict(self) -> dict[str, Any]:
         """The noise generator's state (alphas and latent weights are model parameters)."""
@@ -408,26 +427,26 @@ def _quantize_input(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...
     return (ste_quantize(args[0], int8_per_token), *args[1:])
 
 
-def attach_lowbit(model: nn.Module, names: Sequence[str], bits: float, *, activation_bits: int | None = None,
-                  hadamard: bool = False) -> LowBitHandle:
-    """Quantize the weights of the Linear modules ``names`` to ``bits`` (:data:`LOWBIT_BITS`) with learnable per-row
-    scales, optionally their inputs to int8 per token and the weights in a Hadamard basis (module docstring).
+def attach_lowbit(model: nn.Module, names: Sequence[str], recipe: LowBitRecipe) -> LowBitHandle:
+    """Quantize the weights of the Linear modules ``names`` with learnable per-row scales as ``recipe`` says
+    (:class:`common.recipes.LowBitRecipe`, validated on construction: ``bits``, optionally int8 per-token inputs
+    and the weights in a Hadamard basis; module docstring). The front door is :func:`common.quantization.prepare`.
 
-    ValueError for an unknown bit width or activation bit width, a name that is not an ``nn.Linear``, a weight that is
-    already parametrized, or (with ``hadamard``) an ``in_features`` that is not a power of two. Noise starts off
+    ValueError for a recipe of another type, a name that is not an ``nn.Linear``, a weight that is already
+    parametrized, or (with ``hadamard``) an ``in_features`` that is not a power of two. Noise starts off
     (:meth:`LowBitHandle.set_noise`).
     """
-    LowBitRecipe(bits, activation_bits, hadamard)  # the one validator of bits, activation bits and hadamard
+    check_recipe(recipe, LowBitRecipe)
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if parametrize.is_parametrized(module, "weight"):
             raise ValueError(f"the weight of {name!r} is already parametrized (low-bit QAT attached twice?)")
-        if hadamard:
+        if recipe.hadamard:
             hadamard_matrix(module.in_features)
     noise, hooks = NoiseSource(), []
     for module in modules.values():
-        parametrize.register_parametrization(module, "weight", LowBitWeight(module.weight, bits, noise, hadamard))
-        if activation_bits is not None:
+        parametrize.register_parametrization(module, "weight",
+                                             LowBitWeight(module.weight, recipe.bits, noise, recipe.hadamard))
+        if recipe.activation_bits is not None:
             hooks.append(module.register_forward_pre_hook(_quantize_input))
-    return LowBitHandle(modules, lowbit_spec(bits).bits, activation_bits, hadamard, noise, hooks)
-
+    return LowBitHandle(modules, recipe, noise, hooks)

@@ -13,8 +13,10 @@ plus
 Versions: this writer writes record version 1; the reader reads :data:`READABLE_RECORD_VERSIONS` and refuses a
 record without a version (written before versioning) or of another version, naming it.
 
-:func:`load_lowbit_model` re-attaches the quantizers with these scales, so the effective weights ``Q(W)`` are
-exactly those at the end of training.
+:func:`load_lowbit_layers` re-attaches the quantizers (through :func:`common.quantization.prepare`) with these scales,
+so the effective weights ``Q(W)`` are exactly those at the end of training. It is the loader of the checkpoint kind
+``"lowbit_qat"`` (marker :data:`SCALES_FILE`) registered here, so :func:`common.models.load_checkpoint` loads such a
+folder as the trained low-bit model; :func:`load_lowbit_model` is that, refusing any other kind.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from common.io import atomic_path, read_json
-from common.models import METADATA_FILE, load_model
+from common.models import METADATA_FILE, CheckpointKind, load_checkpoint, load_float_model, register_checkpoint_kind
+from common.quantization import prepare
 from common.recipes import LowBitRecipe, recipe_to_dict
 from common.train import Hooks
 
-from .lowbit import LowBitHandle, attach_lowbit
+from .lowbit import LowBitHandle
 from .run import Attachment
 
 SCALES_FILE = "lowbit_scales.safetensors"
@@ -40,27 +43,28 @@ LOWBIT_RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = (1,)
 RECORD_FIELDS = ("format_version", "bits", "activation_bits", "hadamard", "layers")  # what the reader needs
 __all__ = ["LOWBIT_RECORD_VERSION", "METADATA_FILE", "READABLE_RECORD_VERSIONS", "SCALES_FILE", "LowBitAttachment",
-           "load_lowbit_model", "lowbit_record", "lowbit_scales", "read_lowbit_record", "save_lowbit_scales"]
+           "load_lowbit_layers", "load_lowbit_model", "lowbit_record", "lowbit_scales", "read_lowbit_record",
+           "save_lowbit_scales"]
 
 
 def lowbit_record(handle: LowBitHandle, **method: Any) -> dict[str, Any]:
     """The checkpoint's ``qat`` record of ``handle``: :data:`RECORD_FIELDS` (``format_version`` =
     :data:`LOWBIT_RECORD_VERSION`, the handle's bits, activation bits, Hadamard flag and layers), ``recipe`` (the
-    same numerics as the :class:`common.recipes.LowBitRecipe` record, :func:`common.recipes.recipe_to_dict`), then
-    the method's settings ``method`` (JSON values; they may not redefine a record field)."""
+    handle's :class:`common.recipes.LowBitRecipe`, :func:`common.recipes.recipe_to_dict`), then the method's settings
+    ``method`` (JSON values; they may not redefine a record field)."""
     clash = sorted(set(method) & {*RECORD_FIELDS, "recipe"})
     if clash:
         raise ValueError(f"method setting {clash[0]!r} would overwrite a low-bit record field")
-    recipe = LowBitRecipe(handle.bits, handle.activation_bits, handle.hadamard)
     return {"format_version": LOWBIT_RECORD_VERSION, "bits": handle.bits, "activation_bits": handle.activation_bits,
-            "hadamard": handle.hadamard, "layers": list(handle.names), "recipe": recipe_to_dict(recipe), **method}
+            "hadamard": handle.hadamard, "layers": list(handle.names), "recipe": recipe_to_dict(handle.recipe),
+            **method}
 
 
 class LowBitAttachment(Attachment):
-    """A low-bit QAT method for :func:`common.qat.run.qat_run`: ``handle`` (:func:`attach_lowbit`), its training
-    ``hooks`` and the record (:func:`lowbit_record`). After training it keeps the learned scales, removes the
-    quantizers and writes :data:`SCALES_FILE` into the checkpoint, so :func:`load_lowbit_model` rebuilds ``Q(W)``
-    exactly."""
+    """A low-bit QAT method for :func:`common.qat.run.qat_run`: ``handle`` (of :func:`common.quantization.prepare`
+    with a :class:`common.recipes.LowBitRecipe`), its training ``hooks`` and the record (:func:`lowbit_record`).
+    After training it keeps the learned scales (the skeleton then releases the quantizers) and writes
+    :data:`SCALES_FILE` into the checkpoint, so :func:`load_lowbit_model` rebuilds ``Q(W)`` exactly."""
 
     def __init__(self, handle: LowBitHandle, hooks: Hooks | None = None, **method: Any) -> None:
         super().__init__(lowbit_record(handle, **method), hooks)
@@ -70,9 +74,6 @@ class LowBitAttachment(Attachment):
     def finish(self, run_dir: Path) -> dict[str, Any]:
         self._scales = lowbit_scales(self.handle)
         return {}
-
-    def remove(self) -> None:
-        self.handle.remove()
 
     def save(self, out: Path) -> None:
         save_lowbit_scales(self._scales, out)
@@ -114,17 +115,17 @@ def read_lowbit_record(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return qat
 
 
-def load_lowbit_model(folder: str | os.PathLike[str]) -> tuple[torch.nn.Module, Any, LowBitHandle]:
-    """``(model, tokenizer, handle)`` of a low-bit QAT checkpoint (module docstring): the latent weights with the
-    run's quantizers re-attached (:func:`read_lowbit_record`: bits, activation bits, Hadamard, layers) and the
-    learned scales of :data:`SCALES_FILE`; noise off, eval mode. Its effective weights ``Q(W)`` equal those at the
-    end of training exactly. ValueError for a folder without the scales or the metadata's ``qat`` record, or scales
-    that do not match the layers (names or shapes)."""
+def load_lowbit_layers(folder: str | os.PathLike[str]) -> tuple[torch.nn.Module, LowBitHandle]:
+    """``(model, handle)`` of a low-bit QAT checkpoint (module docstring): the latent weights
+    (:func:`common.models.load_float_model`) prepared with the run's quantizers (:func:`read_lowbit_record`: bits,
+    activation bits, Hadamard, layers; :func:`common.quantization.prepare`) and the learned scales of
+    :data:`SCALES_FILE`; noise off, eval mode. Its effective weights ``Q(W)`` equal those at the end of training
+    exactly. ValueError for a folder without the scales or the metadata's ``qat`` record, or scales that do not match
+    the layers (names or shapes)."""
     folder = Path(folder)
     qat = read_lowbit_record(folder)
-    model, tokenizer = load_model(folder)
-    handle = attach_lowbit(model, qat["layers"], qat["bits"], activation_bits=qat["activation_bits"],
-                           hadamard=qat["hadamard"])
+    model = load_float_model(folder)
+    handle = prepare(model, LowBitRecipe(qat["bits"], qat["activation_bits"], qat["hadamard"]), names=qat["layers"])
     scales = load_file(str(folder / SCALES_FILE))
     expected = {f"{name}.alpha" for name in handle.names}
     if set(scales) != expected:
@@ -137,4 +138,15 @@ def load_lowbit_model(folder: str | os.PathLike[str]) -> tuple[torch.nn.Module, 
                 raise ValueError(f"{SCALES_FILE}: {name}.alpha has shape {tuple(saved.shape)}, the layer needs "
                                  f"{tuple(alpha.shape)}")
             alpha.copy_(saved)
-    return model.eval(), tokenizer, handle
+    return model.eval(), handle
+
+
+LOWBIT_KIND = register_checkpoint_kind(CheckpointKind(  # what common.models.load_checkpoint loads
+    "lowbit_qat", "low-bit QAT", SCALES_FILE, read_lowbit_record, load_lowbit_layers))
+
+
+def load_lowbit_model(folder: str | os.PathLike[str]) -> tuple[torch.nn.Module, Any, LowBitHandle]:
+    """``(model, tokenizer, handle)`` of the low-bit QAT checkpoint ``folder`` (:func:`load_lowbit_layers`, through
+    :func:`common.models.load_checkpoint`); ValueError for a folder of another kind (:func:`read_lowbit_record`)."""
+    loaded = load_checkpoint(folder, kind=LOWBIT_KIND.name)
+    return loaded.model, loaded.tokenizer(), loaded.handle

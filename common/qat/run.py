@@ -4,13 +4,13 @@ A run trains a pretrained checkpoint further with quantizers attached and leaves
 (unquantized) weights; quantizing that checkpoint is a later step (``common.ptq``). The skeleton::
 
     model, tokenizer = load_model(init)
-    attachment = attach(model)              # the method: quantizers on the model, its hooks, its record
+    attachment = attach(model)              # the method: common.quantization.prepare(model, recipe), hooks, record
     attachment.prepare(tokens)              # what the method takes from the training split (before any write)
     write run_dir/qat.json = attachment.record
     train(model, tokens, config, run_dir, hooks=attachment.hooks, record={**attachment.record, "init": ...},
           stale_checkpoint="restart")       # resumes a checkpoint of the same config, record AND init weights
     extra = attachment.finish(run_dir)      # quantizers still attached: telemetry, learned scales, counts
-    attachment.remove()                     # the latent weights stay in the layers
+    release(model)                          # common.quantization.release: the latent weights stay in the layers
     save_checkpoint(model, tokenizer, out, metadata)
     attachment.save(out)                    # the method's own files in the checkpoint folder
 
@@ -46,6 +46,7 @@ from torch import nn
 from common.data import TokenShards, load_tokens
 from common.io import sha256_file, write_json
 from common.models import count_parameters, load_model, save_checkpoint
+from common.quantization import release
 from common.train import Hooks, TrainConfig, is_main_process, train
 
 QAT_RECORD_FILE = "qat.json"
@@ -70,9 +71,10 @@ def parse_seed_cell(path: str | os.PathLike[str], depth: int = 0) -> tuple[str, 
 
 
 class Attachment:
-    """What a QAT method attached to a model: its training ``hooks``, its ``record`` (JSON-like settings: what the
-    run did, compared on resume), a step the skeleton calls before training and three it calls after (module
-    docstring). The base class is the unquantized run: no hooks, nothing to prepare, finish, remove or save."""
+    """What a QAT method attached to a model (through :func:`common.quantization.prepare`, which the skeleton's
+    :func:`common.quantization.release` undoes): its training ``hooks``, its ``record`` (JSON-like settings: what the
+    run did, compared on resume), a step the skeleton calls before training and two it calls after (module
+    docstring). The base class is the unquantized run: no hooks, nothing to prepare, finish or save."""
 
     def __init__(self, record: Mapping[str, Any], hooks: Hooks | None = None) -> None:
         self.record = dict(record)
@@ -87,9 +89,6 @@ class Attachment:
         """After training, quantizers still attached: write the method's run artifacts into ``run_dir`` and return
         entries added to the checkpoint's ``qat`` record."""
         return {}
-
-    def remove(self) -> None:
-        """Detach the quantizers; the model keeps its latent weights."""
 
     def save(self, out: Path) -> None:
         """The method's own files in the saved checkpoint folder ``out`` (after ``save_checkpoint``, which writes
@@ -130,7 +129,7 @@ def qat_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
                     stale_checkpoint="restart", record={**attachment.record, "init": init_identity(init)},
                     device=device)
     extra = attachment.finish(run_dir) if writer else {}
-    attachment.remove()
+    release(model)
     metadata = {"init": str(init), "train_split": str(train_split), "train_tokens": int(train_tokens.numel()),
                 "parameters": count_parameters(model), "training": summary, "qat": {**attachment.record, **extra}}
     if writer:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from common.recipes import QuantRecipe
+from common.recipes import QuantRecipe, check_recipe
 from common.select import linear_modules
 
 
@@ -69,7 +69,11 @@ class QATHandle:
 
 
 def attach_fake_quant(model: nn.Module, recipe: QuantRecipe, names: list[str]) -> QATHandle:
-    """Fake-quantize the weights and/or inputs of the named Linear layers with the STE (module docstring)."""
+    """Fake-quantize the weights and/or inputs of the named Linear layers with ``recipe`` (a
+    :class:`common.recipes.QuantRecipe`) and the STE (module docstring); the front door is
+    :func:`common.quantization.prepare`. ValueError for a recipe of another type or a name that is not an
+    ``nn.Linear``."""
+    check_recipe(recipe, QuantRecipe)
     modules = linear_modules(model, names)
     hooks = []
     for module in modules.values():

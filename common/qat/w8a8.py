@@ -7,11 +7,11 @@ after the authors' code)::
     backward  dx = Q_g(g) Q_w(W)          dW = Q_g(g)^T Q_x(x)          db = sum of g over tokens (unquantized)
 
 ``Q_r(t) = fmt(t s_r) / s_r`` (:func:`common.qat.scaled.scaled_qdq`: saturating, the format's default rounding,
-TA for HiF8) with one per-tensor scale per role ``r`` in :data:`ROLES` of each layer, each role with its own
-observer (:mod:`common.observers`). A *call* of a role: ``input`` and ``weight`` are called once per forward of the
-layer under autograd, ``grad_output`` once per backward through it; under gradient accumulation every micro-batch
-is one forward and one backward, so each role is called ``grad_accum`` times per optimizer step (a forward that
-activation checkpointing recomputes is one more call). Delayed scaling, at every call::
+TA for HiF8) with one per-tensor scale per role ``r`` in :data:`common.recipes.ROLES` of each layer, each role with
+its own observer (:mod:`common.observers`). A *call* of a role: ``input`` and ``weight`` are called once per
+forward of the layer under autograd, ``grad_output`` once per backward through it; under gradient accumulation every
+micro-batch is one forward and one backward, so each role is called ``grad_accum`` times per optimizer step (a
+forward that activation checkpointing recomputes is one more call). Delayed scaling, at every call::
 
     a = max |t|                                       # one reduction, reused below
     p = observer.predict(current=a)                   # the history so far (below); None: cold start
@@ -19,7 +19,7 @@ activation checkpointing recomputes is one more call). Delayed scaling, at every
     Q(t) = fmt(t s) / s
     then a goes into the history                      # AFTER: zero / non-finite amaxes are skipped
 
-What one history entry is (``history_unit``, :data:`HISTORY_UNITS`):
+What one history entry is (``history_unit``, :data:`common.recipes.HISTORY_UNITS`):
 
 * ``"call"`` (default; the authors' code): one entry per call, its amax ``a``. ``p`` comes from the calls before
   this one, of earlier steps and of this step's earlier micro-batches; a ``max_window`` of 64 entries spans
@@ -111,8 +111,8 @@ from torch import nn
 
 from common.formats import Family, Format, get_format, mantissa_bits
 from common.io import atomic_path
-from common.observers import HIF8_MAX_VAL, Observer, delayed_scale, make_observer
-from common.recipes import HISTORY_UNITS, ROLES, DelayedScalingRecipe, check_amax_reduction, check_roles
+from common.observers import Observer, delayed_scale, make_observer
+from common.recipes import DelayedScalingRecipe, check_recipe
 from common.select import DEFAULT_INCLUDE, linear_modules, select_linears
 
 from .scaled import float32, scaled_qdq
@@ -315,25 +315,18 @@ def saturation_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
     return out
 
 
-def check_history_unit(history_unit: str) -> str:
-    """``history_unit`` if it is one of :data:`HISTORY_UNITS`, else ValueError naming it."""
-    if history_unit not in HISTORY_UNITS:
-        raise ValueError(f"unknown history_unit {history_unit!r}; valid: {', '.join(HISTORY_UNITS)}")
-    return history_unit
-
-
 class RoleQuantizer:
-    """Delayed-scaling fake quantizer of one tensor role of one layer (module docstring); ``pending`` is the
-    maximum of this step's amaxes not yet in the history (``history_unit="step"``; always None for ``"call"``);
-    ``amax_reduction`` / ``amax_group``: whose amax a training call uses (module docstring, data parallelism)."""
+    """Delayed-scaling fake quantizer of one tensor role of one layer (module docstring) with the format, observer,
+    ``max_val``, history unit and amax reduction of ``recipe``; ``pending`` is the maximum of this step's amaxes not
+    yet in the history (``history_unit="step"``; always None for ``"call"``); ``amax_group``: the process group of
+    ``amax_reduction="data_parallel"`` (None: the default one; module docstring, data parallelism)."""
 
-    def __init__(self, layer: str, role: str, fmt: Format, observer: Observer, max_val: float,
-                 telemetry: Telemetry | None, history_unit: str = "call", amax_reduction: str = "none",
+    def __init__(self, layer: str, role: str, recipe: DelayedScalingRecipe, telemetry: Telemetry | None,
                  amax_group: dist.ProcessGroup | None = None) -> None:
-        self.layer, self.role, self.fmt, self.observer = layer, role, fmt, observer
-        self.max_val, self.telemetry = max_val, telemetry
-        self.history_unit = check_history_unit(history_unit)
-        self.amax_reduction, self.amax_group = check_amax_reduction(amax_reduction), amax_group
+        self.layer, self.role, self.fmt = layer, role, get_format(recipe.format)
+        self.observer = make_observer(recipe.observer, **dict(recipe.observer_options))
+        self.max_val, self.telemetry = recipe.max_val, telemetry
+        self.history_unit, self.amax_reduction, self.amax_group = recipe.history_unit, recipe.amax_reduction, amax_group
         self.pending: float | None = None
 
     def __call__(self, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
@@ -376,22 +369,16 @@ class RoleQuantizer:
 
 
 class W8A8Layer:
-    """The role quantizers of one Linear (every role of :data:`ROLES`, or the subset ``roles``: the others pass
-    through unquantized) and its ``enabled`` switch; ``linear`` is its forward. ``amax_reduction`` and
-    ``amax_group``: as :func:`attach_w8a8`."""
+    """The role quantizers of one Linear (every role of ``recipe.roles``: the others pass through unquantized) and
+    its ``enabled`` switch; ``linear`` is its forward. ``telemetry`` collects the rows of its training calls;
+    ``amax_group``: as :func:`attach_w8a8`. ValueError for a recipe that is not a
+    :class:`common.recipes.DelayedScalingRecipe`."""
 
-    def __init__(self, name: str, fmt: str | Format = "hif8", observer: str = "max_window",
-                 observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
-                 telemetry: Telemetry | None = None, history_unit: str = "call",
-                 roles: Sequence[str] = ROLES, amax_reduction: str = "none",
+    def __init__(self, name: str, recipe: DelayedScalingRecipe, telemetry: Telemetry | None = None,
                  amax_group: dist.ProcessGroup | None = None) -> None:
-        fmt = get_format(fmt)
-        delayed_scale(1.0, max_val)  # validates max_val
-        self.name, self.enabled = name, True
-        self.history_unit = check_history_unit(history_unit)
-        self.quantizers = {role: RoleQuantizer(name, role, fmt, make_observer(observer, **(observer_options or {})),
-                                               max_val, telemetry, history_unit, amax_reduction, amax_group)
-                           for role in check_roles(roles)}
+        self.recipe = check_recipe(recipe, DelayedScalingRecipe)
+        self.name, self.enabled, self.history_unit = name, True, recipe.history_unit
+        self.quantizers = {role: RoleQuantizer(name, role, recipe, telemetry, amax_group) for role in recipe.roles}
 
     def quantize(self, role: str, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
         """``Q_role(t)`` (:class:`RoleQuantizer`), or ``t`` itself for a role this layer does not quantize."""
@@ -468,11 +455,11 @@ class W8A8Handle:
     """What :func:`attach_w8a8` changed: the layers' switches, observers, telemetry; ``remove()`` undoes it."""
 
     def __init__(self, modules: dict[str, nn.Linear], layers: dict[str, W8A8Layer], telemetry: Telemetry,
-                 history_unit: str = "call") -> None:
+                 recipe: DelayedScalingRecipe) -> None:
         self.names = list(modules)
         self.layers = layers
         self.telemetry = telemetry
-        self.history_unit = check_history_unit(history_unit)
+        self.recipe, self.history_unit = recipe, recipe.history_unit
         self._modules = modules
 
     @property
@@ -552,32 +539,28 @@ class W8A8Handle:
         self.remove()
 
 
-def attach_w8a8(model: nn.Module, names: Sequence[str], fmt: str | Format = "hif8", observer: str = "max_window",
-                observer_options: dict[str, Any] | None = None, max_val: float = HIF8_MAX_VAL,
-                history_unit: str = "call", roles: Sequence[str] = ROLES, amax_reduction: str = "none",
+def attach_w8a8(model: nn.Module, names: Sequence[str], recipe: DelayedScalingRecipe,
                 amax_group: dist.ProcessGroup | None = None) -> W8A8Handle:
-    """Make the Linear modules ``names`` of ``model`` compute :class:`W8A8LinearFunction` (module docstring), with
-    one history entry per call or per optimizer step (``history_unit``, module docstring), quantizing the operands
-    ``roles`` (default all of :data:`ROLES`; the others pass through in full precision), each training call
-    observing its rank's own amax (``amax_reduction="none"``) or the maximum over the ranks of ``amax_group``
-    (``"data_parallel"``; None: the default process group, looked up at each call, so the group may be initialised
-    after attaching, as :func:`common.train.train` does).
+    """Make the Linear modules ``names`` of ``model`` compute :class:`W8A8LinearFunction` (module docstring) with the
+    numerics of ``recipe`` (:class:`common.recipes.DelayedScalingRecipe`, validated on construction): its format,
+    ``max_val`` and observer, one history entry per call or per optimizer step (``history_unit``), the operands
+    ``roles`` quantized (the others pass through in full precision), each training call observing its rank's own
+    amax (``amax_reduction="none"``) or the maximum over the ranks of ``amax_group`` (``"data_parallel"``; None: the
+    default process group, looked up at each call, so the group may be initialised after attaching, as
+    :func:`common.train.train` does). The front door is :func:`common.quantization.prepare`.
 
     Each module's ``forward`` is overridden on the instance (no wrapper module, no new parameters: parameter
     names, ``state_dict`` keys and optimizer state are unchanged); the layers start enabled with empty observers.
-    ValueError for a name that is not an ``nn.Linear``, an unknown format, observer, option, history unit, role or
-    amax reduction, a bad ``max_val``, or a module whose forward is already overridden.
+    ValueError for a recipe of another type, a name that is not an ``nn.Linear``, or a module whose forward is
+    already overridden.
     """
-    DelayedScalingRecipe(fmt if isinstance(fmt, str) else fmt.name, max_val, observer,  # the one validator
-                         tuple((observer_options or {}).items()), history_unit, tuple(roles),
-                         amax_reduction=amax_reduction)
+    check_recipe(recipe, DelayedScalingRecipe)
     modules = linear_modules(model, names)
     for name, module in modules.items():
         if "forward" in module.__dict__:
             raise ValueError(f"module {name!r} already has an instance forward (W8A8 attached twice?)")
     telemetry = Telemetry()
-    layers = {name: W8A8Layer(name, fmt, observer, observer_options, max_val, telemetry, history_unit, roles,
-                              amax_reduction, amax_group) for name in modules}
+    layers = {name: W8A8Layer(name, recipe, telemetry, amax_group) for name in modules}
     for name, module in modules.items():
         module.forward = functools.partial(_quantized_forward, module, layers[name])
-    return W8A8Handle(modules, layers, telemetry, history_unit)
+    return W8A8Handle(modules, layers, telemetry, recipe)

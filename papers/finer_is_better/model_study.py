@@ -24,7 +24,7 @@ from typing import Any
 from common.compute import Compute
 from common.eval import fake_quant_perplexity
 from common.models import linear_sigmas, load_causal_lm
-from common.ptq import QuantRecipe
+from common.recipes import QuantRecipe
 from common.registry import lookup
 
 from .settings import parse_cell, quant_spec

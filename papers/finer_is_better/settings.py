@@ -26,7 +26,7 @@ from typing import Any
 
 from common.config import active_profile
 from common.formats import FORMATS
-from common.ptq import QuantSpec
+from common.recipes import QuantSpec
 from common.registry import lookup
 from common.scaling.conventions import CONVENTIONS, spec_options
 

@@ -1,7 +1,8 @@
 """One continual-pretraining run of the study: a pretrained checkpoint trained further on a shifted corpus,
-either unquantized (the BF16 baseline; "BF16" = the model's own precision) or with HiF8 W8A8 QAT
-(:func:`common.qat.attach_w8a8` on the paper's selection :func:`common.qat.w8a8_selection`: MLP gate/up/down,
-the first 3 and last 2 of 26 blocks, or the same proportion, left unquantized) with one amax observer, its
+either unquantized (the BF16 baseline; "BF16" = the model's own precision) or with HiF8 W8A8 QAT (a
+:class:`common.recipes.DelayedScalingRecipe` through the front door, :func:`common.quantization.prepare`, on the
+paper's selection :func:`common.qat.w8a8_selection`: MLP gate/up/down, the first 3 and last 2 of 26 blocks, or the
+same proportion, left unquantized) with one amax observer, its
 history unit (``"call"``: one entry per forward / backward call, i.e. per micro-batch, as the authors' code;
 ``"step"``: one per optimizer step), its amax reduction across data-parallel ranks (``"none"``: per rank, as the
 authors' code; ``"data_parallel"``: the maximum over the ranks, under ``torchrun``) and an optional BF16 warmup of
@@ -26,8 +27,9 @@ import torch
 
 from common.io import atomic_path, write_json
 from common.observers import OBSERVER_NAMES
-from common.qat import TELEMETRY_FIELDS, BF16Warmup, W8A8Handle, attach_w8a8, saturation_summary, w8a8_selection
+from common.qat import TELEMETRY_FIELDS, BF16Warmup, W8A8Handle, saturation_summary, w8a8_selection
 from common.qat.run import Attachment, qat_run
+from common.quantization import prepare
 from common.recipes import DelayedScalingRecipe, recipe_to_dict
 from common.train import TrainConfig
 
@@ -51,10 +53,6 @@ class W8A8Attachment(Attachment):
                 tmp.write_text(",".join(TELEMETRY_FIELDS) + "\n", encoding="utf-8")
         write_json(run_dir / "saturation.json", saturation)
         return {"saturation": saturation}
-
-    def remove(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()  # the checkpoint holds the latent weights; quantization is a later step
 
 
 def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
@@ -84,8 +82,6 @@ def maxwindow_run(init: str | os.PathLike[str], train_split: str | os.PathLike[s
                   "recipe": None if recipe is None else recipe_to_dict(recipe)}
         if not quantized:
             return W8A8Attachment(record)
-        handle = attach_w8a8(model, layers, fmt=fmt, observer=observer, observer_options=dict(observer_options or {}),
-                             max_val=max_val, history_unit=history_unit, amax_reduction=amax_reduction)
-        return W8A8Attachment(record, handle, warmup_steps)
+        return W8A8Attachment(record, prepare(model, recipe, names=layers), warmup_steps)
 
     return qat_run(init, train_split, validation_split, config, run_dir, out, attach, device)

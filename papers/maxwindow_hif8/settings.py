@@ -18,7 +18,7 @@ from typing import Any
 from common.config import active_profile
 from common.formats import FORMATS
 from common.observers import OBSERVER_NAMES
-from common.ptq import QuantRecipe
+from common.recipes import QuantRecipe
 from common.registry import lookup
 from common.train import TrainConfig
 

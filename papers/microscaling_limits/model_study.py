@@ -22,7 +22,7 @@ from typing import Any
 
 from common.compute import Compute
 from common.eval import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
-from common.ptq import QuantRecipe
+from common.recipes import QuantRecipe
 
 from .settings import variant_spec
 

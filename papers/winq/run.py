@@ -1,8 +1,10 @@
 """One low-bit QAT run of the study and the trained low-bit model it leaves.
 
-A run trains the base model with the ParetoQ quantizers of :mod:`common.qat.lowbit` (:func:`attach_lowbit` on
-:func:`lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable scales ``alpha``) at
-``bits`` weight bits, optionally 8-bit per-token activations and a Hadamard rotation, with one of the
+A run trains the base model with the ParetoQ quantizers of :mod:`common.qat.lowbit` (a
+:class:`common.recipes.LowBitRecipe` through the front door, :func:`common.quantization.prepare`, on its default
+selection :func:`common.qat.lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable
+scales ``alpha``) at ``bits`` weight bits, optionally 8-bit per-token activations and a Hadamard rotation, with one
+of the
 :data:`METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`common.winq`),
 ``interpolation`` or ``noise`` alone. Interpolation: ``W <- (1 - strength) W + strength Q(W)`` after optimizer
 steps ``K, 2K, ..., N`` counted from 1 (:class:`common.winq.WinQ`, ``K = every``); noise: ``sigma N(0, I)`` on the
@@ -38,9 +40,11 @@ from typing import Any
 import torch
 
 from common.data import TokenShards
-from common.qat.lowbit import LowBitHandle, attach_lowbit, lowbit_selection, lowbit_spec
+from common.qat.lowbit import LowBitHandle
 from common.qat.lowbit_io import LowBitAttachment
 from common.qat.run import qat_run
+from common.quantization import prepare
+from common.recipes import LowBitRecipe
 from common.train import Hooks, TrainConfig, is_main_process
 from common.winq import WINQ_STRENGTH, WinQ
 from common.winq_diagnostics import STAGNATION_BATCHES, STAGNATION_SEED, WinQDiagnostics, fixed_batches
@@ -144,16 +148,16 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     ValueError naming the value: an unknown bit width or method, ``every``/``noise_sigma`` that do not fit the
     method (:func:`check_method`), a missing split; after the model is loaded and before anything is written, a bad
     ``diagnostics_every`` (:class:`common.winq_diagnostics.WinQDiagnostics`), ``stagnation_batches`` or
-    ``stagnation_seed`` (:func:`common.winq_diagnostics.fixed_batches`); :func:`attach_lowbit` rejects a bad
-    ``activation_bits`` and a Hadamard rotation of layers whose ``in_features`` is not a power of two.
+    ``stagnation_seed`` (:func:`common.winq_diagnostics.fixed_batches`); the recipe
+    (:class:`common.recipes.LowBitRecipe`) rejects a bad ``bits`` or ``activation_bits`` before anything is loaded,
+    :func:`common.qat.attach_lowbit` a Hadamard rotation of layers whose ``in_features`` is not a power of two.
     """
-    lowbit_spec(bits)
+    recipe = LowBitRecipe(bits, activation_bits, hadamard)
     components = check_method(method, every, noise_sigma)
     period = every if diagnostics_every is None else diagnostics_every  # None for a method that does not interpolate
 
     def attach(model: torch.nn.Module) -> WinQAttachment:
-        handle = attach_lowbit(model, lowbit_selection(model), bits, activation_bits=activation_bits,
-                               hadamard=hadamard)
+        handle = prepare(model, recipe)
         handle.set_noise(noise_sigma, config.seed)
         method_hooks = WinQ(handle, every, strength) if components.interpolate else NoiseState(handle)
         return WinQAttachment(handle, method_hooks, config, period=period,

@@ -7,15 +7,18 @@ import pytest
 import torch
 
 from common.recipes import (
+    RECIPE_TYPES,
     RECIPES,
     SPECS,
     DelayedScalingRecipe,
     LowBitRecipe,
     QuantRecipe,
     QuantSpec,
+    Recipe,
     get_recipe,
     recipe_from_dict,
     recipe_to_dict,
+    resolve_recipe,
 )
 from common.scaling import quantize_blocks
 
@@ -50,6 +53,45 @@ def test_registry_covers_every_path():
     assert RECIPES["PARETOQ_W2A8"].activation_bits == 8
     with pytest.raises(ValueError, match=r"unknown recipe 'NVFP5'; valid recipes: MXFP4"):
         get_recipe("NVFP5")
+
+
+def test_every_recipe_type_derives_from_one_base():
+    assert list(RECIPE_TYPES.items()) == [("block", QuantRecipe), ("delayed_scaling", DelayedScalingRecipe),
+                                          ("lowbit", LowBitRecipe)]
+    assert all(issubclass(kind, Recipe) for kind in RECIPE_TYPES.values())
+    assert all(isinstance(recipe, Recipe) for recipe in RECIPES.values())
+    with pytest.raises(TypeError, match="abstract"):
+        Recipe()
+    with pytest.raises(ValueError, match=r"expected a Recipe, got 'NVFP4'"):
+        recipe_to_dict("NVFP4")
+    assert json.dumps(LowBitRecipe(2.0).to_dict()) == json.dumps(LowBitRecipe(2).to_dict())  # 2.0 is stored as 2
+
+
+def test_resolve_recipe_reads_names_json_and_files(tmp_path):
+    recipe = DelayedScalingRecipe(observer="most_recent", name="mine")
+    assert resolve_recipe(recipe) is recipe
+    assert resolve_recipe("PARETOQ_W2") == RECIPES["PARETOQ_W2"]
+    assert resolve_recipe("MXFP4", activations=True) == get_recipe("MXFP4", activations=True)
+    assert resolve_recipe(json.dumps(recipe_to_dict(recipe))) == recipe
+    assert resolve_recipe(json.dumps(RECIPES["NVFP4"].to_dict())) == RECIPES["NVFP4"]  # no "type": a block recipe
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(recipe_to_dict(recipe)))
+    assert resolve_recipe(str(path)) == recipe
+
+
+@pytest.mark.parametrize(("given", "activations", "message"), [
+    ("NVFP9", False, r"unknown recipe 'NVFP9'; valid: a name \(MXFP4, .*HIF8_W8A8, .*\), a JSON object or a \.json "
+                     r"file"),
+    ("{not json", False, r"JSON recipe is not valid JSON"),
+    ('{"type": "lowbit", "bits": 5}', False, r"unknown weight bit width 5"),
+    ('{"weights": null, "activations": {"elem": "int8", "scale": "fp32"}}', True,
+     r"activations=True \(--activations\) applies to named recipes"),
+    (3, False, r"recipe must be a common\.recipes recipe or its name, got 3"),
+    (RECIPES["MXFP4"], True, r"got QuantRecipe\(.* with activations=True \(which applies to names\)"),
+])
+def test_resolve_recipe_names_what_it_cannot_read(given, activations, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_recipe(given, activations=activations)
 
 
 @pytest.mark.parametrize("name", list(RECIPES))

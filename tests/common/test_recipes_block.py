@@ -5,19 +5,19 @@ import json
 import pytest
 import torch
 
-from common.recipes import QuantRecipe, QuantSpec
+from common.recipes import QuantRecipe, QuantSpec, get_recipe
 from common.scaling import quantize_blocks
 
 MXFP4 = QuantSpec("e2m1", "e8m0", 32, "e8m0_floor")
 
 
-def test_from_name():
-    assert QuantRecipe.from_name("MXFP4") == QuantRecipe(MXFP4, None, "W:MXFP4")
-    both = QuantRecipe.from_name("MXFP4", activations=True)
+def test_named_block_recipes():
+    assert get_recipe("MXFP4") == QuantRecipe(MXFP4, None, "W:MXFP4")
+    both = get_recipe("MXFP4", activations=True)
     assert both.weights == both.activations == MXFP4
-    nvfp4 = QuantRecipe.from_name("NVFP4", activations="MXFP8")
-    assert nvfp4.weights == QuantSpec("e2m1", "ue4m3", 16, "absmax", global_scale="tensor")
-    assert nvfp4.activations == QuantSpec("e4m3", "e8m0", 32, "e8m0_floor")
+    assert both.name == "W:MXFP4,A:MXFP4"
+    nvfp4 = get_recipe("NVFP4", activations=True)
+    assert nvfp4.weights == nvfp4.activations == QuantSpec("e2m1", "ue4m3", 16, "absmax", global_scale="tensor")
 
 
 def test_dict_round_trip_through_json():
@@ -75,8 +75,10 @@ def test_spec_axis_blocks_along_that_axis():
     (lambda: QuantSpec("e2m1", "ue4m3", axis="0"), "axis must be an integer .*got '0'"),
     (lambda: QuantRecipe(None, None), "needs weights, activations or both"),
     (lambda: QuantRecipe("NVFP4"), "weights must be a QuantSpec or None, got 'NVFP4'"),
-    (lambda: QuantRecipe.from_name("NVFP9"), "unknown block spec 'NVFP9'; valid block specs: MXFP4"),
-    (lambda: QuantRecipe.from_name("NVFP4", activations="fp8"), "unknown block spec 'fp8'"),
+    (lambda: get_recipe("NVFP9"), "unknown recipe 'NVFP9'; valid recipes: MXFP4"),
+    (lambda: get_recipe("NVFP4", activations="MXFP8"), "activations must be a bool, got 'MXFP8'"),
+    (lambda: get_recipe("PARETOQ_W2", activations=True), "activations=True quantizes the inputs with a block "
+                                                         "recipe's weight spec; 'PARETOQ_W2' is a LowBitRecipe"),
     (lambda: QuantRecipe.from_dict({"weights": None, "acts": None}), "unknown recipe key 'acts'; valid keys"),
     (lambda: QuantRecipe.from_dict({"weights": {"elem": "e2m1", "scale": "e8m0", "size": 32}}),
      "unknown quantization spec key 'size'"),

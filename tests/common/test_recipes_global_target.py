@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from common.recipes import QuantRecipe, QuantSpec
+from common.recipes import SPECS, QuantRecipe, QuantSpec
 from common.scaling import quantize_blocks
 
 HIER = QuantSpec("e2m1", "ue4m3", 4, "four_over_six", global_scale="row", global_target=448.0)
@@ -27,7 +27,7 @@ def test_old_dicts_without_global_target_default_to_none():
     spec = QuantSpec.from_dict({"elem": "e2m1", "scale": "ue4m3", "global_scale": "tensor"})
     assert spec.global_target is None
     assert spec.to_dict()["global_target"] is None
-    assert QuantSpec.from_name("NVFP4").global_target is None
+    assert SPECS["NVFP4"].global_target is None
 
 
 def test_target_is_part_of_equality():

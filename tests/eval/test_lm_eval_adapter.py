@@ -22,7 +22,8 @@ from common.eval import (
 from common.eval.cli import main
 from common.eval.lm_eval_adapter import NO_DATA_STATUS, load_scored_model, write_task_yaml
 from common.eval.zeroshot import loglikelihoods
-from common.ptq import QuantRecipe, save_quantized_checkpoint, select_linears
+from common.ptq import read_quantization_config, save_quantized_checkpoint, select_linears
+from common.recipes import get_recipe
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def local_tasks(tmp_path, docs):
 def quantized_checkpoint(tmp_path_factory, model, tokenizer):
     """A quantized checkpoint folder (NVFP4 weights and inputs) of the tiny model, with its tokenizer."""
     folder = tmp_path_factory.mktemp("quantized") / "nvfp4"
-    recipe = QuantRecipe.from_name("NVFP4", activations=True)
+    recipe = get_recipe("NVFP4", activations=True)
     return save_quantized_checkpoint(model, tokenizer, recipe, select_linears(model), folder)
 
 
@@ -65,7 +66,8 @@ def test_quantized_model_loglikelihoods_equal_our_scorer(local_tasks, quantized_
     log-likelihood is our scorer's on the same model (one request per forward pass in both)."""
     include, _, choice = local_tasks
     model, record = load_scored_model(quantized_checkpoint)
-    assert record["name"] == "W:NVFP4,A:NVFP4"
+    assert record == read_quantization_config(quantized_checkpoint)  # the checkpoint's record, as common.eval's
+    assert record["recipe"]["name"] == "W:NVFP4,A:NVFP4"
     results = run_lm_eval(model, tokenizer, ["lowbit_choice"], include_path=include, include_defaults=False,
                           bootstrap_iters=0, log_samples=True)
     samples = sorted(results["samples"]["lowbit_choice"], key=lambda sample: sample["doc_id"])
@@ -104,7 +106,7 @@ def test_lm_eval_command_writes_a_record(local_tasks, quantized_checkpoint, tmp_
     assert main(["lm-eval", "--model", str(quantized_checkpoint), "--tasks", "lowbit_cloze", "--include-path",
                  str(include), "--out", str(out)]) == 0
     record = json.loads(out.read_text())
-    assert record["quantization"]["name"] == "W:NVFP4,A:NVFP4"
+    assert record["quantization"]["recipe"]["name"] == "W:NVFP4,A:NVFP4"
     assert record["data"] == {"tasks": ["lowbit_cloze"], "limit": None}
     assert record["metrics"]["lowbit_cloze"]["sample_len"] == len(cloze)
     assert "wrote" in capsys.readouterr().out
@@ -138,7 +140,7 @@ def test_bad_arguments_name_the_value(tmp_path, saved, model, tokenizer, quantiz
     with pytest.raises(ValueError, match=r"unknown lm-eval task 'no_such_task'"):
         run_lm_eval(model, tokenizer, ["no_such_task"], include_path=tmp_path, include_defaults=False)
     with pytest.raises(ValueError, match=r"--quantization given for .*nvfp4', which is already a quantized"):
-        load_scored_model(quantized_checkpoint, QuantRecipe.from_name("MXFP4"))
+        load_scored_model(quantized_checkpoint, get_recipe("MXFP4"))
     with pytest.raises(ValueError, match=r"kind must be one of \['choice', 'cloze', 'rolling'\], got 'mcq'"):
         write_task_yaml(tmp_path / "t.yaml", "t", "mcq", tmp_path / "t.jsonl")
     assert not (tmp_path / "t.yaml").exists()
@@ -146,7 +148,7 @@ def test_bad_arguments_name_the_value(tmp_path, saved, model, tokenizer, quantiz
 
 
 def test_float_model_fake_quantized_by_a_recipe(saved, model):
-    scored, record = load_scored_model(saved["model"], QuantRecipe.from_name("MXFP4"))
+    scored, record = load_scored_model(saved["model"], get_recipe("MXFP4"))
     assert record["name"] == "W:MXFP4"
     names = select_linears(model)
     assert not torch.equal(scored.get_submodule(names[0]).weight, model.get_submodule(names[0]).weight)

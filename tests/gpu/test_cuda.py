@@ -19,7 +19,7 @@ from common.formats import FORMATS, OVERFLOWS, get_format, quantize
 from common.qat import scaled_qdq
 from common.qat.scaled import float32
 from common.quantization import prepare, quantize_
-from common.recipes import SPECS, LowBitRecipe, QuantRecipe, Recipe
+from common.recipes import SPECS, LowBitRecipe, Recipe, get_recipe
 from common.scaling import RULES, quantize_blocks
 from common.train import causal_lm_loss
 
@@ -220,7 +220,7 @@ def test_ptq_cell_on_cuda_matches_cpu(name):
     activations unquantized moves them by 1.7e-2 to 2.3e-2)."""
     cpu, gpu = tiny_llama(0), tiny_llama(0).to(CUDA)
     for activations, tolerance in ((False, 1e-5), (True, 5e-3)):
-        recipe = QuantRecipe.from_name(name, activations=activations)
+        recipe = get_recipe(name, activations=activations)
         with quantize_(cpu, recipe), quantize_(gpu, recipe):
             for param_cpu, param_gpu in zip(cpu.parameters(), gpu.parameters(), strict=True):
                 assert param_gpu.device.type == "cuda"
@@ -246,7 +246,7 @@ def test_a_model_spread_over_two_gpus_evaluates_as_on_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda index: (need, 4 * need))
     spread = Compute("cuda").place(tiny_llama(0))
     assert {p.device.index for p in spread.parameters()} == {0, 1}
-    recipe = QuantRecipe.from_name("NVFP4", activations=True)
+    recipe = get_recipe("NVFP4", activations=True)
     with quantize_(one, recipe), quantize_(spread, recipe):
         for param_one, param_spread in zip(one.parameters(), spread.parameters(), strict=True):
             assert_same_bits(param_spread, param_one)
@@ -269,7 +269,7 @@ def test_ptq_remove_after_moving_the_model_to_cuda():
 
 
 QAT_RECIPES = {"HIF8_W8A8": "HIF8_W8A8", "PARETOQ_W2": LowBitRecipe(2),
-               "NVFP4_WA_ste": QuantRecipe.from_name("NVFP4", activations=True)}
+               "NVFP4_WA_ste": get_recipe("NVFP4", activations=True)}
 LEARNING_RATE = 0.1
 
 

@@ -6,6 +6,7 @@ import transformers
 
 from common.ptq import QuantRecipe, QuantSpec
 from common.qat import INT8_PER_TOKEN, LOWBIT_CODES, attach_lowbit, lowbit_codes, lowbit_selection
+from common.recipes import LowBitRecipe, get_recipe
 
 TINY = {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,
         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
@@ -13,8 +14,8 @@ MLP = ("gate_proj", "up_proj", "down_proj")
 # one recipe of each block-recipe family the checkpoint tests cover
 RECIPES = {
     "e2m1_ue4m3_16_absmax": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "absmax")),
-    "NVFP4_act": QuantRecipe.from_name("NVFP4", activations=True),
-    "MXFP4": QuantRecipe.from_name("MXFP4"),
+    "NVFP4_act": get_recipe("NVFP4", activations=True),
+    "MXFP4": get_recipe("MXFP4"),
     "e4m3_per_tensor_fp32": QuantRecipe(QuantSpec("e4m3", "fp32", None), QuantSpec("e4m3", "fp32", None)),
     "NVFP4_4over6_row": QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="row")),
     "int4_ragged_24_prevent_zero": QuantRecipe(QuantSpec("int4", "ue4m3", 24, prevent_zero=True)),
@@ -51,7 +52,7 @@ def trained_lowbit(bits, activation_bits=None, seed=0):
     """A tiny Llama with ParetoQ quantizers on every block Linear and perturbed (as if trained) scales: ``(model,
     handle)`` in eval mode."""
     model = tiny_llama(seed)
-    handle = attach_lowbit(model, lowbit_selection(model), bits, activation_bits=activation_bits)
+    handle = attach_lowbit(model, lowbit_selection(model), LowBitRecipe(bits, activation_bits=activation_bits))
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for alpha in handle.alphas().values():

@@ -6,9 +6,10 @@ import torch
 from ptq_testing import assert_same_state, logits, mlp_names, snapshot
 
 from common.ptq import QuantRecipe, QuantSpec, apply_quantization
+from common.recipes import get_recipe
 from common.scaling import quantize_blocks
 
-NVFP4_ACT = QuantRecipe.from_name("NVFP4", activations=True)
+NVFP4_ACT = get_recipe("NVFP4", activations=True)
 
 
 def test_weights_are_quantized_along_in_features_and_restored_bit_exactly(model, input_ids):
@@ -35,7 +36,7 @@ def test_weights_are_quantized_along_in_features_and_restored_bit_exactly(model,
 
 def test_context_manager_restores(model, input_ids):
     before, reference = snapshot(model), logits(model, input_ids)
-    with apply_quantization(model, QuantRecipe.from_name("MXFP4"), mlp_names(range(6))):
+    with apply_quantization(model, get_recipe("MXFP4"), mlp_names(range(6))):
         assert not torch.equal(logits(model, input_ids), reference)
     assert_same_state(model.state_dict(), before)
     assert torch.equal(logits(model, input_ids), reference)

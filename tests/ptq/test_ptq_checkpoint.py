@@ -26,6 +26,7 @@ from common.ptq.checkpoint import (
     pack_codes,
     unpack_codes,
 )
+from common.recipes import get_recipe
 
 
 def header(folder):
@@ -88,8 +89,8 @@ def test_per_tensor_fp32_scale_storage(tmp_path, model):
 
 def test_packed_4bit_codes_halve_the_code_bytes(tmp_path, model):
     names = mlp_names(range(6))
-    save_quantized_checkpoint(model, None, QuantRecipe.from_name("MXFP4"), names, tmp_path / "fp4")
-    save_quantized_checkpoint(model, None, QuantRecipe.from_name("MXFP8"), names, tmp_path / "fp8")
+    save_quantized_checkpoint(model, None, get_recipe("MXFP4"), names, tmp_path / "fp4")
+    save_quantized_checkpoint(model, None, get_recipe("MXFP8"), names, tmp_path / "fp8")
     fp4, fp8 = header(tmp_path / "fp4"), header(tmp_path / "fp8")
     for name in names:
         assert 2 * fp4[f"{name}.qcodes"][2] == fp8[f"{name}.qcodes"][2] == model.get_submodule(name).weight.numel()
@@ -199,7 +200,7 @@ def rewrite_as_version_1(folder, per_byte_v1):
 
 
 @pytest.mark.parametrize(("recipe", "per_byte_v1"), [
-    (QuantRecipe.from_name("NVFP4", activations=True), 2),  # 4 bits: nibbles in both versions
+    (get_recipe("NVFP4", activations=True), 2),  # 4 bits: nibbles in both versions
     (QuantRecipe(QuantSpec("int2", "ue4m3", 16)), 2),  # 2 bits: version 1 packed 2 per byte, version 2 packs 4
     (QuantRecipe(QuantSpec("hif8", "fp32", None)), 1),  # 8 bits: one per byte
 ])
@@ -227,7 +228,7 @@ def test_version_2_checkpoints_are_still_read(tmp_path, model, input_ids, recipe
 
 
 def test_unknown_versions_are_refused(tmp_path, model):
-    save_quantized_checkpoint(model, None, QuantRecipe.from_name("NVFP4"), mlp_names(range(6)), tmp_path / "q")
+    save_quantized_checkpoint(model, None, get_recipe("NVFP4"), mlp_names(range(6)), tmp_path / "q")
     meta = json.loads((tmp_path / "q" / QUANT_CONFIG_FILE).read_text())
     (tmp_path / "q" / QUANT_CONFIG_FILE).write_text(json.dumps({**meta, "format_version": 4}))
     with pytest.raises(ValueError, match=r"unsupported format 'lowbit-lab-ptq' version 4; this reader: "
@@ -256,7 +257,7 @@ def test_sizes_smaller_than_the_fp32_original(tmp_path, model):
 def test_tied_embeddings_are_stored_once_and_stay_tied(tmp_path, input_ids):
     model = tiny_llama(tie_word_embeddings=True)
     assert model.lm_head.weight is model.model.embed_tokens.weight
-    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    recipe, names = get_recipe("NVFP4"), mlp_names(range(6))
     save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
     assert read_quantization_config(tmp_path / "q")["tied"] == {"lm_head.weight": "model.embed_tokens.weight"}
     assert "lm_head.weight" not in header(tmp_path / "q")
@@ -276,7 +277,7 @@ class FailingTokenizer:
 
 
 def test_failed_save_leaves_no_output_folder(tmp_path, model):
-    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    recipe, names = get_recipe("NVFP4"), mlp_names(range(6))
     with pytest.raises(RuntimeError, match="disk full"):
         save_quantized_checkpoint(model, FailingTokenizer(), recipe, names, tmp_path / "q")
     assert list(tmp_path.iterdir()) == []
@@ -297,7 +298,7 @@ def test_save_leaves_the_model_untouched(tmp_path, model):
 
 @pytest.mark.parametrize(("recipe", "names", "message"), [
     (QuantRecipe(QuantSpec("bf16", "e8m0", 32)), ["lm_head"], "element format 'bf16' has 16 bits"),
-    (QuantRecipe.from_name("NVFP4"), ["model.norm"], "'model.norm' is not an nn.Linear"),
+    (get_recipe("NVFP4"), ["model.norm"], "'model.norm' is not an nn.Linear"),
     (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, axis=0)), ["lm_head"],
      r"weights blocked along axis 0: a quantized checkpoint stores weights blocked along in_features \(axis -1\)"),
 ])
@@ -314,7 +315,7 @@ def test_load_rejects_a_plain_folder(tmp_path, model):
 
 
 def test_bfloat16_source_loads_as_the_float32_quantization(tmp_path, model):
-    recipe, names = QuantRecipe.from_name("NVFP4"), mlp_names(range(6))
+    recipe, names = get_recipe("NVFP4"), mlp_names(range(6))
     save_quantized_checkpoint(model.to(torch.bfloat16), None, recipe, names, tmp_path / "q")
     assert read_quantization_config(tmp_path / "q")["weights"][names[0]]["dtype"] == "bfloat16"
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")

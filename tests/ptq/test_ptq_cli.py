@@ -14,6 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from common.ptq import QuantRecipe, QuantSpec, apply_quantization, load_quantized_checkpoint
 from common.ptq.cli import main
+from common.recipes import get_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,12 +37,12 @@ def test_quantize_named_recipe(tmp_path, model_dir, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["out"] == str(out)
     assert summary["modules"] == 9
-    assert summary["recipe"] == QuantRecipe.from_name("NVFP4", activations=True).to_dict()
+    assert summary["recipe"] == get_recipe("NVFP4", activations=True).to_dict()
     assert summary["checkpoint_bytes"] < summary["original_bytes"]
     assert transformers.AutoTokenizer.from_pretrained(out)("hello world")["input_ids"] == [1, 2]
     loaded, _ = load_quantized_checkpoint(out)
     source, input_ids = tiny_llama(), torch.tensor([[1, 2, 0, 1]])
-    with apply_quantization(source, QuantRecipe.from_name("NVFP4", activations=True), mlp_names(range(1, 4))):
+    with apply_quantization(source, get_recipe("NVFP4", activations=True), mlp_names(range(1, 4))):
         assert torch.equal(loaded(input_ids).logits, source(input_ids).logits)
 
 
@@ -72,7 +73,9 @@ def test_quantize_skip_proportion_rounds_to_blocks(tmp_path, model_dir, capsys):
     (["--recipe", "{not json"], "JSON recipe is not valid JSON"),
     (["--recipe", "{\"weights\": null, \"activations\": null}"], "a QuantRecipe needs weights, activations or both"),
     (["--recipe", "{\"weights\": {\"elem\": \"int4\", \"scale\": \"ue4m3\"}}", "--activations"],
-     "--activations applies to named recipes"),
+     "activations=True \\(--activations\\) applies to named recipes"),
+    (["--recipe", "HIF8_W8A8"], "--recipe 'HIF8_W8A8' is a DelayedScalingRecipe: a quantized checkpoint stores a "
+                                "block recipe"),
     (["--recipe", "NVFP4", "--out", "{model}"], "--out '.*tiny' is the --model folder"),
     (["--recipe", "NVFP4", "--include", "nothing$"], "no nn.Linear module matches include='nothing\\$'"),
     (["--recipe", "NVFP4", "--skip-first", "1", "--skip-proportion", "0.1", "0"], "give skip_proportion=.* not both"),

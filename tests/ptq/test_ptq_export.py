@@ -13,14 +13,15 @@ from safetensors.torch import load_file
 from common.ptq import QuantRecipe, QuantSpec, load_quantized_checkpoint, save_quantized_checkpoint
 from common.ptq.cli import main
 from common.ptq.export import compressed_tensors_format, export_compressed_tensors
+from common.recipes import get_recipe
 
 EXPORTED = {  # recipe, layout, whether compressed-tensors' bfloat16 decompression is exact
-    "NVFP4": (QuantRecipe.from_name("NVFP4"), "nvfp4-pack-quantized", False),
-    "NVFP4_4over6": (QuantRecipe.from_name("NVFP4_4over6"), "nvfp4-pack-quantized", False),
+    "NVFP4": (get_recipe("NVFP4"), "nvfp4-pack-quantized", False),
+    "NVFP4_4over6": (get_recipe("NVFP4_4over6"), "nvfp4-pack-quantized", False),
     "NVFP4_no_global": (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16)), "nvfp4-pack-quantized", True),
     "NVFP4_prevent_zero": (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, prevent_zero=True, global_scale="tensor")),
                            "nvfp4-pack-quantized", False),
-    "MXFP4": (QuantRecipe.from_name("MXFP4"), "mxfp4-pack-quantized", True),
+    "MXFP4": (get_recipe("MXFP4"), "mxfp4-pack-quantized", True),
 }
 
 
@@ -80,7 +81,7 @@ def test_weights_blocked_along_another_axis_have_no_compressed_tensors_format():
                                                    r"compressed-tensors format"),
     (QuantRecipe(QuantSpec("e2m1", "ue5m3", 16)), r"e2m1/ue5m3 block 16 .* no compressed-tensors format"),
     (QuantRecipe(QuantSpec("e2m1", "ue4m3", 16, global_scale="row")), r"global 'row' axis -1 have no"),
-    (QuantRecipe.from_name("NVFP4", activations=True), r"quantizes activations.*--weights-only"),
+    (get_recipe("NVFP4", activations=True), r"quantizes activations.*--weights-only"),
     (QuantRecipe(None, QuantSpec("e2m1", "ue4m3", 16)), r"stores no weight codes"),
 ])
 def test_recipes_without_a_compressed_tensors_format_are_refused(tmp_path, model, recipe, match):
@@ -92,7 +93,7 @@ def test_recipes_without_a_compressed_tensors_format_are_refused(tmp_path, model
 
 def test_weights_only_export_of_an_activation_recipe(tmp_path, model):
     names = mlp_names(range(6))
-    save_quantized_checkpoint(model, None, QuantRecipe.from_name("MXFP4", activations=True), names, tmp_path / "q")
+    save_quantized_checkpoint(model, None, get_recipe("MXFP4", activations=True), names, tmp_path / "q")
     export_compressed_tensors(tmp_path / "q", tmp_path / "ct", weights_only=True)
     config = json.loads((tmp_path / "ct" / "config.json").read_text())["quantization_config"]
     assert config["config_groups"]["group_0"]["input_activations"] is None
@@ -103,7 +104,7 @@ def test_weights_only_export_of_an_activation_recipe(tmp_path, model):
 
 
 def test_export_command(tmp_path, model, capsys):
-    save_quantized_checkpoint(model, None, QuantRecipe.from_name("NVFP4"), mlp_names(range(6)), tmp_path / "q")
+    save_quantized_checkpoint(model, None, get_recipe("NVFP4"), mlp_names(range(6)), tmp_path / "q")
     assert main(["export", "--model", str(tmp_path / "q"), "--format", "compressed-tensors",
                  "--out", str(tmp_path / "ct")]) == 0
     summary = json.loads(capsys.readouterr().out)

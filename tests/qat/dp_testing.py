@@ -14,6 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.qat import ROLES, attach_w8a8
 from common.qat.w8a8 import all_reduce_amax
+from common.recipes import DelayedScalingRecipe
 
 WORLD = 2
 WINDOW = 2  # max_window over the last 2 calls: the third call's scale comes from the amaxes of calls 0 and 1
@@ -46,8 +47,8 @@ def train_calls(rank: int, reduction: str, group: dist.ProcessGroup | None = Non
     DDP-wrapped when a process group is initialised), then one evaluation call on rank 0 only: ``y``, ``dx``,
     ``dw`` (per call), ``eval`` (rank 0), ``history`` (per role) and ``telemetry``."""
     model = linear()
-    handle = attach_w8a8(model, ["0"], observer="max_window", observer_options={"window": WINDOW},
-                         amax_reduction=reduction, amax_group=group)
+    recipe = DelayedScalingRecipe(observer="max_window", observer_options={"window": WINDOW}, amax_reduction=reduction)
+    handle = attach_w8a8(model, ["0"], recipe, amax_group=group)
     wrapped = DistributedDataParallel(model) if dist.is_initialized() else model
     out: dict[str, Any] = {"y": [], "dx": [], "dw": []}
     for call in range(CALLS):

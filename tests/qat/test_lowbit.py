@@ -27,6 +27,7 @@ from common.qat import (
     lowbit_selection,
 )
 from common.qat.lowbit import ALPHA_EPS, lowbit_spec, lowbit_ste
+from common.recipes import LowBitRecipe
 
 G = torch.tensor([[1.0, 2.0, -1.0, 0.5], [3.0, -1.0, 2.0, -2.0]])
 
@@ -176,7 +177,7 @@ B = torch.tensor([0.5, -0.25])
 
 def test_parametrized_linear_forward_is_exactly_x_times_quantized_weight():
     model = linear_with(W, B)
-    handle = attach_lowbit(model, ["0"], 2)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2))
     assert torch.equal(handle.alphas()["0"], torch.tensor([[2.0], [4.0]]))
     assert torch.equal(handle.quantized_weight("0"), Q2)
     assert torch.equal(model[0].weight, Q2)
@@ -186,7 +187,7 @@ def test_parametrized_linear_forward_is_exactly_x_times_quantized_weight():
 
 def test_alphas_and_latent_weights_are_model_parameters():
     model = linear_with(W)
-    handle = attach_lowbit(model, ["0"], 1)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(1))
     parameters = list(model.parameters())
     assert any(p is handle.alphas()["0"] for p in parameters)
     assert any(p is handle.latent_weight("0") for p in parameters)
@@ -197,7 +198,7 @@ def test_alphas_and_latent_weights_are_model_parameters():
 
 def test_remove_restores_plain_linears_with_latent_weights_and_is_idempotent():
     model = linear_with(W, B)
-    handle = attach_lowbit(model, ["0"], 2, activation_bits=8)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2, activation_bits=8))
     latent = handle.latent_weight("0")
     with torch.no_grad():
         latent.add_(0.125)  # as an optimizer step would
@@ -213,7 +214,7 @@ def test_remove_restores_plain_linears_with_latent_weights_and_is_idempotent():
 
 def test_context_manager_removes():
     model = linear_with(W)
-    with attach_lowbit(model, ["0"], 3):
+    with attach_lowbit(model, ["0"], LowBitRecipe(3)):
         assert hasattr(model[0], "parametrizations")
     assert not hasattr(model[0], "parametrizations")
 
@@ -229,7 +230,7 @@ def noisy_expected(weight, alpha, bits, sigma, seed):
 
 def test_noise_in_training_forward_only_and_gradients_use_the_noisy_tensors():
     model = linear_with(W)
-    handle = attach_lowbit(model, ["0"], 2)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2))
     alpha = handle.alphas()["0"].detach().clone()
     handle.set_noise(0.25, seed=3)
     noisy_w, noisy_a = noisy_expected(W, alpha, 2, 0.25, 3)
@@ -247,7 +248,7 @@ def test_noise_in_training_forward_only_and_gradients_use_the_noisy_tensors():
 def test_noise_is_reproducible_from_the_seed_and_off_at_sigma_zero():
     def draws(seed, sigma=1e-3, count=2):
         model = linear_with(W)
-        handle = attach_lowbit(model, ["0"], 4)
+        handle = attach_lowbit(model, ["0"], LowBitRecipe(4))
         handle.set_noise(sigma, seed)
         return [model[0].weight.detach() for _ in range(count)]
 
@@ -261,13 +262,13 @@ def test_noise_is_reproducible_from_the_seed_and_off_at_sigma_zero():
 
 def test_noise_generator_state_round_trip():
     model = linear_with(W)
-    handle = attach_lowbit(model, ["0"], 3)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(3))
     handle.set_noise(0.1, seed=5)
     model[0].weight  # noqa: B018 (one draw advances the generator)
     state = handle.state_dict()
     continued = model[0].weight.detach()
     other_model = linear_with(W)
-    other = attach_lowbit(other_model, ["0"], 3)
+    other = attach_lowbit(other_model, ["0"], LowBitRecipe(3))
     other.load_state_dict(state)
     assert torch.equal(other_model[0].weight, continued)
     handle.load_state_dict(state)
@@ -290,7 +291,7 @@ def test_hadamard_matrix_is_normalized_sylvester_and_orthogonal():
 
 def test_hadamard_effective_weight_is_q_of_rotated_times_h_transposed():
     model = linear_with(W)
-    handle = attach_lowbit(model, ["0"], 2, hadamard=True)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2, hadamard=True))
     h = hadamard_matrix(4)
     rotated = W @ h
     assert torch.equal(handle.alphas()["0"], init_alpha(rotated, 2))
@@ -312,7 +313,7 @@ def test_int8_per_token_levels():
 
 def test_a8_forward_and_straight_through_gradient():
     model = linear_with(W, B)
-    attach_lowbit(model, ["0"], 2, activation_bits=8)
+    attach_lowbit(model, ["0"], LowBitRecipe(2, activation_bits=8))
     x = (X * 127).requires_grad_()  # s = 254, 381, 1: x / s is exact
     x_q = int8_per_token(x.detach())
     assert not torch.equal(x_q, x.detach())
@@ -338,21 +339,21 @@ def test_lowbit_selection_is_every_block_linear_not_embeddings_or_head():
 def test_bad_inputs_raise_naming_the_value():
     assert LOWBIT_BITS == (1, 1.58, 2, 3, 4)
     with pytest.raises(ValueError, match=r"unknown weight bit width 5; valid: 1, 1\.58, 2, 3, 4"):
-        attach_lowbit(linear_with(W), ["0"], 5)
+        attach_lowbit(linear_with(W), ["0"], LowBitRecipe(5))
     with pytest.raises(ValueError, match=r"unknown weight bit width True"):
         lowbit_spec(True)
     with pytest.raises(ValueError, match=r"unknown weight bit width 1\.5;"):
         init_alpha(W, 1.5)
     with pytest.raises(ValueError, match=r"unknown activation bit width 4; valid: None \(A16\), 8"):
-        attach_lowbit(linear_with(W), ["0"], 2, activation_bits=4)
+        attach_lowbit(linear_with(W), ["0"], LowBitRecipe(2, activation_bits=4))
     with pytest.raises(ValueError, match=r"Hadamard size must be a power of two, got 6"):
-        attach_lowbit(linear_with(torch.ones(2, 6)), ["0"], 2, hadamard=True)
+        attach_lowbit(linear_with(torch.ones(2, 6)), ["0"], LowBitRecipe(2, hadamard=True))
     with pytest.raises(ValueError, match=r"Hadamard size must be a power of two, got 0"):
         hadamard_matrix(0)
     model = linear_with(W)
-    handle = attach_lowbit(model, ["0"], 2)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2))
     with pytest.raises(ValueError, match=r"the weight of '0' is already parametrized"):
-        attach_lowbit(model, ["0"], 2)
+        attach_lowbit(model, ["0"], LowBitRecipe(2))
     with pytest.raises(ValueError, match=r"noise sigma must be a finite number >= 0, got -0\.1"):
         handle.set_noise(-0.1, 0)
     with pytest.raises(ValueError, match=r"noise sigma must be a finite number >= 0, got inf"):
@@ -362,7 +363,9 @@ def test_bad_inputs_raise_naming_the_value():
     with pytest.raises(ValueError, match=r"'1' is not a quantized layer of this handle"):
         handle.quantized_weight("1")
     with pytest.raises(ValueError, match=r"module 'nope' is not an nn.Linear"):
-        attach_lowbit(model, ["nope"], 2)
+        attach_lowbit(model, ["nope"], LowBitRecipe(2))
+    with pytest.raises(ValueError, match=r"expected a LowBitRecipe, got 2"):
+        attach_lowbit(linear_with(W), ["0"], 2)
 
 
 def int8_per_token_formula(x):
@@ -443,7 +446,7 @@ def test_lowbit_codes_rejects_unknown_bits():
 @pytest.mark.parametrize("bits", LOWBIT_BITS)
 def test_remove_materialize_keeps_the_effective_weights(bits):
     model = linear_with(W, B)
-    handle = attach_lowbit(model, ["0"], bits, activation_bits=8)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(bits, activation_bits=8))
     effective = handle.quantized_weight("0")
     latent = handle.latent_weight("0").detach().clone()
     handle.remove(materialize=True)

@@ -22,7 +22,7 @@ from common.recipes import LowBitRecipe, recipe_from_dict
 
 def test_scales_file_round_trip(tmp_path):
     model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 3))
-    handle = attach_lowbit(model, ["0", "1"], 2)
+    handle = attach_lowbit(model, ["0", "1"], LowBitRecipe(2))
     scales = lowbit_scales(handle)
     assert sorted(scales) == ["0.alpha", "1.alpha"]
     assert scales["0.alpha"].shape == (4, 1)
@@ -61,7 +61,7 @@ def test_read_lowbit_record_names_what_is_missing(tmp_path):
 
 def test_lowbit_record_is_versioned_and_keeps_its_fields():
     model = nn.Sequential(nn.Linear(8, 4), nn.Linear(4, 3))
-    handle = attach_lowbit(model, ["1"], 1.58, activation_bits=8)
+    handle = attach_lowbit(model, ["1"], LowBitRecipe(1.58, activation_bits=8))
     assert lowbit_record(handle, method="noise", noise_sigma=1e-3) == {
         "format_version": LOWBIT_RECORD_VERSION, "bits": 1.58, "activation_bits": 8, "hadamard": False,
         "layers": ["1"], "recipe": {"type": "lowbit", "bits": 1.58, "activation_bits": 8, "hadamard": False,

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 from common.io import read_json
-from common.qat.lowbit import attach_lowbit
+from common.models import load_float_model
 from common.qat.lowbit_io import LowBitAttachment, load_lowbit_model, read_lowbit_record
 from common.qat.run import QAT_RECORD_FILE, Attachment, parse_seed_cell, qat_run, seed_cell
+from common.quantization import prepare
+from common.recipes import LowBitRecipe
 from common.train import TrainConfig
 
 
@@ -34,9 +36,6 @@ class Recording(Attachment):
         self.calls.append(("finish", run_dir.name))
         return {"extra": 3}
 
-    def remove(self):
-        self.calls.append(("remove",))
-
     def save(self, out):
         self.calls.append(("save", (out / "config.json").is_file()))
 
@@ -47,7 +46,7 @@ def test_qat_run_calls_the_attachment_in_order_and_records_it(tiny_checkpoint, t
     meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
                    lambda model: attachment)
     # the training split's tokens before training; save after the folder exists
-    assert attachment.calls == [("prepare", meta["train_tokens"]), ("finish", "run"), ("remove",), ("save", True)]
+    assert attachment.calls == [("prepare", meta["train_tokens"]), ("finish", "run"), ("save", True)]
     assert meta["qat"] == {"method": "none", "extra": 3}
     assert meta["training"]["config"]["seed"] == 3
     assert read_json(tmp_path / "run" / QAT_RECORD_FILE) == {"method": "none"}
@@ -64,7 +63,7 @@ def test_only_rank_0_writes_the_run(tiny_checkpoint, tmp_path, monkeypatch):
     config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
     meta = qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out",
                    lambda model: attachment)
-    assert attachment.calls == [("prepare", meta["train_tokens"]), ("remove",)]
+    assert attachment.calls == [("prepare", meta["train_tokens"])]
     assert meta["training"]["steps"] == 2
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / "run" / QAT_RECORD_FILE).exists()
@@ -90,11 +89,13 @@ def test_lowbit_attachment_leaves_a_checkpoint_that_rebuilds_q_w(tiny_checkpoint
     handles = []
 
     def attach(model):
-        handles.append(attach_lowbit(model, ["model.layers.0.mlp.down_proj"], 2))
+        handles.append(prepare(model, LowBitRecipe(2), names=["model.layers.0.mlp.down_proj"]))
         return LowBitAttachment(handles[0], method="baseline")
 
     config = TrainConfig(max_steps=2, seq_len=16, micro_batch_size=2, progress=False)
     qat_run(tiny_checkpoint.model, tiny_checkpoint.train, None, config, tmp_path / "run", tmp_path / "out", attach)
+    plain = load_float_model(tmp_path / "out")  # released: a plain checkpoint of the latent weights
+    assert not any(hasattr(module, "parametrizations") for module in plain.modules())
     record = read_lowbit_record(tmp_path / "out")
     assert record["format_version"] == 1
     assert record["method"] == "baseline"

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from common.ptq import QuantRecipe
 from common.qat import attach_fake_quant, ste_quantize
+from common.recipes import get_recipe
 from common.scaling import quantize_blocks
 
 
@@ -22,7 +22,7 @@ def test_attach_fake_quant_trains_latent_weights_and_restores():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 4))
     latent = model[0].weight.detach().clone()
-    recipe = QuantRecipe.from_name("MXFP4", activations=True)
+    recipe = get_recipe("MXFP4", activations=True)
     x = torch.randn(5, 32)
     with attach_fake_quant(model, recipe, ["0"]):
         assert torch.equal(model[0].weight, recipe.weights.quantize(latent))
@@ -41,4 +41,4 @@ def test_attach_fake_quant_trains_latent_weights_and_restores():
 
 def test_unknown_module_is_rejected():
     with pytest.raises(ValueError, match=r"module '5' is not an nn.Linear of the model \(no such module\)"):
-        attach_fake_quant(nn.Sequential(nn.Linear(2, 2)), QuantRecipe.from_name("MXFP4"), ["5"])
+        attach_fake_quant(nn.Sequential(nn.Linear(2, 2)), get_recipe("MXFP4"), ["5"])

@@ -20,6 +20,7 @@ from common.qat import (
     w8a8_selection,
 )
 from common.qat.w8a8 import tensor_amax
+from common.recipes import DelayedScalingRecipe, LowBitRecipe
 from common.train import TrainConfig, train
 
 TINY = {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,
@@ -53,7 +54,7 @@ def test_hand_values_are_hif8():
 
 
 def test_forward_and_backward_are_exactly_the_quantized_products():
-    layer = W8A8Layer("fc")
+    layer = W8A8Layer("fc", DelayedScalingRecipe())
     x, w, b = X.clone().requires_grad_(), W.clone().requires_grad_(), B.clone().requires_grad_()
     y = w8a8_linear(x, w, b, layer)
     assert torch.equal(y, QX @ QW.T + B)
@@ -71,7 +72,7 @@ def test_forward_and_backward_are_exactly_the_quantized_products():
 def test_a_role_subset_quantizes_exactly_those_operands(roles):
     """The roles left out pass through unquantized: every product uses Q_r for the roles given, the raw tensor
     for the others (forward-only W8A8 with ("input", "weight"), gradients only with ("grad_output",))."""
-    layer = W8A8Layer("fc", roles=roles)
+    layer = W8A8Layer("fc", DelayedScalingRecipe(roles=roles))
     assert tuple(layer.quantizers) == roles
     operands = (("input", X, QX), ("weight", W, QW), ("grad_output", G, QG))
     qx, qw, qg = (quantized if role in roles else raw for role, raw, quantized in operands)
@@ -86,9 +87,9 @@ def test_a_role_subset_quantizes_exactly_those_operands(roles):
 def test_bad_roles_are_named():
     with pytest.raises(ValueError, match=r"roles must be a non-empty subset of input, weight, grad_output without "
                                          r"repeats, got \('gradient',\)"):
-        attach_w8a8(nn.Sequential(nn.Linear(3, 2)), ["0"], roles=("gradient",))
+        attach_w8a8(nn.Sequential(nn.Linear(3, 2)), ["0"], DelayedScalingRecipe(roles=("gradient",)))
     with pytest.raises(ValueError, match=r"got \(\)"):
-        W8A8Layer("fc", roles=())
+        W8A8Layer("fc", DelayedScalingRecipe(roles=()))
 
 def hand_model():
     model = nn.Sequential(nn.Linear(3, 2))
@@ -100,7 +101,7 @@ def hand_model():
 
 def test_telemetry_of_one_call_and_csv(tmp_path):
     model = hand_model()
-    handle = attach_w8a8(model, ["0"])
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe())
     handle.step(7)
     model(X).backward(G)
     rows = handle.telemetry_rows()
@@ -124,7 +125,7 @@ def test_delayed_scale_lags_the_spike_and_max_window_remembers_it():
     results = {}
     for observer, max_val in (("most_recent", 15.0), ("max_window", 15.0), ("most_recent", 32768.0)):
         model = nn.Sequential(nn.Linear(16, 3))
-        handle = attach_w8a8(model, ["0"], observer=observer, max_val=max_val)
+        handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer=observer, max_val=max_val))
         for step in range(8):
             handle.step(step)
             model(base * spikes.get(step, 1.0))
@@ -145,8 +146,8 @@ def test_delayed_scale_lags_the_spike_and_max_window_remembers_it():
 def test_current_observer_never_overflows_and_exp_smooth_lags():
     for observer in ("current", "exp_smooth"):
         model = nn.Sequential(nn.Linear(4, 2))
-        handle = attach_w8a8(model, ["0"], observer=observer, observer_options={"alpha": 0.5} if
-                             observer == "exp_smooth" else None)
+        options = {"alpha": 0.5} if observer == "exp_smooth" else {}
+        handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer=observer, observer_options=options))
         for step, amax in enumerate((1.0, 4.0, 2.0)):
             handle.step(step)
             model(torch.tensor([[amax, 0.0, 0.0, -0.5]]))
@@ -164,7 +165,7 @@ def test_disabled_layer_is_exactly_nn_linear():
     torch.manual_seed(0)
     plain = nn.Linear(16, 8)
     x = torch.randn(5, 16)
-    layer = W8A8Layer("fc")
+    layer = W8A8Layer("fc", DelayedScalingRecipe())
     layer.enabled = False
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
     w, b = plain.weight.detach().clone().requires_grad_(), plain.bias.detach().clone().requires_grad_()
@@ -181,7 +182,7 @@ def test_disabled_layer_is_exactly_nn_linear():
 
 def test_no_grad_calls_quantize_but_leave_observers_alone():
     model = hand_model()
-    handle = attach_w8a8(model, ["0"], observer="most_recent")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="most_recent"))
     model(X)  # one training forward
     with torch.no_grad():
         out = model(X * 100)
@@ -197,7 +198,7 @@ def test_attach_remove_restores_the_model_bit_exactly():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     names = w8a8_selection(model)
     assert names == [f"model.layers.{i}.mlp.{p}" for i in range(1, 6) for p in ("gate_proj", "up_proj", "down_proj")]
-    with attach_w8a8(model, names) as handle:
+    with attach_w8a8(model, names, DelayedScalingRecipe()) as handle:
         assert list(model.state_dict()) == list(state)  # parameter names unchanged
         quantized = model(input_ids).logits.detach()
         assert not torch.equal(quantized, before)
@@ -218,7 +219,7 @@ def test_paper_selection_on_26_blocks_keeps_21():
 
 def test_bf16_warmup_switches_at_exactly_step_w():
     model = hand_model()
-    handle = attach_w8a8(model, ["0"], observer="max_window")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="max_window"))
     hooks = BF16Warmup(handle, warmup_steps=2)
     hooks.on_train_start(model, 0)
     plain = lambda: nn.functional.linear(X, model[0].weight, model[0].bias)  # noqa: E731
@@ -243,14 +244,15 @@ def test_bf16_warmup_switches_at_exactly_step_w():
 
 def test_bf16_warmup_state_round_trip():
     model = hand_model()
-    handle = attach_w8a8(model, ["0"], observer="max_window", observer_options={"window": 4})
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="max_window", observer_options={"window": 4}))
     hooks = BF16Warmup(handle, 0)
     hooks.on_train_start(model, 0)
     hooks.before_step(model, 0)
     model(X).backward(G)
     state = hooks.state_dict()
     other = nn.Sequential(nn.Linear(3, 2))
-    other_handle = attach_w8a8(other, ["0"], observer="max_window", observer_options={"window": 4})
+    other_handle = attach_w8a8(other, ["0"],
+                               DelayedScalingRecipe(observer="max_window", observer_options={"window": 4}))
     other_handle.disable()
     resumed = BF16Warmup(other_handle, 0)
     resumed.load_state_dict(state)
@@ -266,7 +268,7 @@ def test_bf16_warmup_state_round_trip():
 
 def test_train_loop_with_warmup_and_telemetry(tmp_path):
     model = tiny_llama()
-    handle = attach_w8a8(model, w8a8_selection(model))
+    handle = attach_w8a8(model, w8a8_selection(model), DelayedScalingRecipe())
     tokens = torch.randint(0, 128, (2000,), generator=torch.Generator().manual_seed(2))
     config = TrainConfig(max_steps=4, seq_len=16, micro_batch_size=2, lr=1e-3, progress=False)
     train(model, tokens, config, tmp_path / "run", hooks=BF16Warmup(handle, warmup_steps=2))
@@ -284,7 +286,7 @@ def test_train_loop_with_warmup_and_telemetry(tmp_path):
 
 def test_autocast_bf16_runs():
     model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 4))
-    attach_w8a8(model, ["0", "1"])
+    attach_w8a8(model, ["0", "1"], DelayedScalingRecipe())
     x = torch.randn(3, 8, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(x)
@@ -298,16 +300,20 @@ def test_autocast_bf16_runs():
 def test_errors():
     model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
     with pytest.raises(ValueError, match=r"module '1' is not an nn.Linear of the model \(ReLU\)"):
-        attach_w8a8(model, ["1"])
+        attach_w8a8(model, ["1"], DelayedScalingRecipe())
     with pytest.raises(ValueError, match="unknown observer 'window'"):
-        attach_w8a8(model, ["0"], observer="window")
+        attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="window"))
     with pytest.raises(ValueError, match=r"max_val must be finite and > 0, got -1\.0"):
-        attach_w8a8(model, ["0"], max_val=-1.0)
+        attach_w8a8(model, ["0"], DelayedScalingRecipe(max_val=-1.0))
     with pytest.raises(ValueError, match="unknown format 'hif9'"):
-        attach_w8a8(model, ["0"], fmt="hif9")
-    handle = attach_w8a8(model, ["0"])
+        attach_w8a8(model, ["0"], DelayedScalingRecipe(format="hif9"))
+    with pytest.raises(ValueError, match=r"expected a DelayedScalingRecipe, got LowBitRecipe\(bits=2"):
+        attach_w8a8(model, ["0"], LowBitRecipe(2))
+    with pytest.raises(ValueError, match=r"expected a DelayedScalingRecipe, got 'hif8'"):
+        W8A8Layer("fc", "hif8")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe())
     with pytest.raises(ValueError, match=r"module '0' already has an instance forward \(W8A8 attached twice\?\)"):
-        attach_w8a8(model, ["0"])
+        attach_w8a8(model, ["0"], DelayedScalingRecipe())
     handle.remove()
     handle.remove()  # idempotent
     assert "forward" not in model[0].__dict__

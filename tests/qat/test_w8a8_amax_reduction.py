@@ -176,11 +176,11 @@ def test_the_front_door_passes_the_reduction():
     model = linear()
     handle = prepare(model, DelayedScalingRecipe(amax_reduction="data_parallel"), filter_fn=lambda m, name: True)
     assert {q.amax_reduction for q in handle.layers["0"].quantizers.values()} == {"data_parallel"}
-    assert {q.amax_reduction for q in W8A8Layer("fc").quantizers.values()} == {"none"}
+    assert {q.amax_reduction for q in W8A8Layer("fc", DelayedScalingRecipe()).quantizers.values()} == {"none"}
 
 
 def test_a_bad_reduction_is_named():
     with pytest.raises(ValueError, match=r"unknown amax_reduction 'all_ranks'; valid: none, data_parallel"):
-        attach_w8a8(linear(), ["0"], amax_reduction="all_ranks")
+        attach_w8a8(linear(), ["0"], DelayedScalingRecipe(amax_reduction="all_ranks"))
     with pytest.raises(ValueError, match=r"unknown amax_reduction 'dp'"):
-        W8A8Layer("fc", amax_reduction="dp")
+        W8A8Layer("fc", DelayedScalingRecipe(amax_reduction="dp"))

@@ -9,6 +9,7 @@ import transformers
 from torch import nn
 
 from common.qat import HISTORY_UNITS, BF16Warmup, W8A8Layer, attach_w8a8
+from common.recipes import DelayedScalingRecipe
 from common.train import TrainConfig, train
 
 TINY = {"vocab_size": 128, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
@@ -21,6 +22,10 @@ CALLS = [[1.0, 3.0], [2.0, 5.0, 4.0], [0.5, 0.0, 6.0], [1.0]]
 # "step": the last two steps' maxima 3, 5, 6, predicting a whole step: 1, 3 (cold) | 3, 3, 3 | 5, 5, 5 | 6
 EXPECTED = {"call": ([1.0, 1.0, 3.0, 3.0, 5.0, 5.0, 4.0, 4.0, 6.0], [True] + [False] * 8),
             "step": ([1.0, 3.0, 3.0, 3.0, 3.0, 5.0, 5.0, 5.0, 6.0], [True, True] + [False] * 7)}
+
+
+def window_recipe(window, unit):
+    return DelayedScalingRecipe(observer="max_window", observer_options={"window": window}, history_unit=unit)
 
 
 def run_calls(handle, model, calls, first_step=0):
@@ -38,7 +43,7 @@ def input_rows(handle):
 @pytest.mark.parametrize("unit", HISTORY_UNITS)
 def test_predictions_across_steps_of_micro_batches(unit):
     model = nn.Sequential(nn.Linear(4, 2))
-    handle = attach_w8a8(model, ["0"], observer="max_window", observer_options={"window": 2}, history_unit=unit)
+    handle = attach_w8a8(model, ["0"], window_recipe(2, unit))
     run_calls(handle, model, CALLS)
     rows = input_rows(handle)
     predicted, cold = EXPECTED[unit]
@@ -64,7 +69,7 @@ def test_predictions_across_steps_of_micro_batches(unit):
 
 def test_most_recent_per_step_predicts_the_previous_steps_maximum():
     model = nn.Sequential(nn.Linear(4, 2))
-    handle = attach_w8a8(model, ["0"], observer="most_recent", history_unit="step")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="most_recent", history_unit="step"))
     run_calls(handle, model, CALLS)
     assert [row["predicted_amax"] for row in input_rows(handle)] == [1.0, 3.0, 3.0, 3.0, 3.0, 5.0, 5.0, 5.0, 6.0]
     with torch.no_grad():  # evaluation during step 3 uses the history up to step 2, changes nothing
@@ -78,7 +83,7 @@ def test_units_agree_with_one_call_per_step():
     for unit in HISTORY_UNITS:
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(4, 2))
-        handle = attach_w8a8(model, ["0"], observer="max_window", observer_options={"window": 3}, history_unit=unit)
+        handle = attach_w8a8(model, ["0"], window_recipe(3, unit))
         run_calls(handle, model, [[a] for amaxes in CALLS for a in amaxes])
         rows[unit] = handle.telemetry_rows()
     assert rows["call"] == rows["step"]
@@ -90,7 +95,7 @@ def test_state_round_trip_mid_step_continues_identically(unit, tmp_path):
         model = nn.Sequential(nn.Linear(4, 2))
         with torch.no_grad():
             model[0].weight.fill_(0.5)
-        handle = attach_w8a8(model, ["0"], observer="max_window", observer_options={"window": 2}, history_unit=unit)
+        handle = attach_w8a8(model, ["0"], window_recipe(2, unit))
         return model, handle
 
     model, handle = fresh()
@@ -106,19 +111,20 @@ def test_state_round_trip_mid_step_continues_identically(unit, tmp_path):
     for key in ("observers", "pending", "enabled"):
         assert resumed.state_dict()[key] == handle.state_dict()[key]
     assert [row["predicted_amax"] for row in input_rows(resumed)] == EXPECTED[unit][0]
-    other = attach_w8a8(nn.Sequential(nn.Linear(4, 2)), ["0"], history_unit="call" if unit == "step" else "step")
+    other = attach_w8a8(nn.Sequential(nn.Linear(4, 2)), ["0"],
+                        DelayedScalingRecipe(history_unit="call" if unit == "step" else "step"))
     with pytest.raises(ValueError, match=f"state of history_unit '{unit}' loaded into a handle of history_unit"):
         other.load_state_dict(state)
 
 
 def test_reset_drops_the_pending_maximum():
     model = nn.Sequential(nn.Linear(4, 2))
-    handle = attach_w8a8(model, ["0"], observer="most_recent", history_unit="step")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="most_recent", history_unit="step"))
     run_calls(handle, model, [[2.0]])
     handle.enable()  # reset, as the end of the BF16 warmup
     handle.step(1)
     assert handle.observer("0", "input").predict() is None
-    layer = W8A8Layer("fc", observer="most_recent", history_unit="step")  # without a handle: end_step commits
+    layer = W8A8Layer("fc", DelayedScalingRecipe(observer="most_recent", history_unit="step"))  # no handle: end_step
     layer.quantizers["input"](torch.tensor([3.0]))
     assert layer.quantizers["input"].observer.predict() is None
     layer.end_step()
@@ -128,10 +134,10 @@ def test_reset_drops_the_pending_maximum():
 def test_unknown_history_unit_is_rejected():
     model = nn.Sequential(nn.Linear(4, 2))
     with pytest.raises(ValueError, match=r"unknown history_unit 'micro_batch'; valid: call, step"):
-        attach_w8a8(model, ["0"], history_unit="micro_batch")
+        attach_w8a8(model, ["0"], DelayedScalingRecipe(history_unit="micro_batch"))
     assert "forward" not in model[0].__dict__
     with pytest.raises(ValueError, match=r"unknown history_unit 'steps'"):
-        W8A8Layer("fc", history_unit="steps")
+        W8A8Layer("fc", DelayedScalingRecipe(history_unit="steps"))
 
 
 @pytest.mark.parametrize("unit", HISTORY_UNITS)
@@ -139,7 +145,7 @@ def test_train_loop_with_accumulation_has_a_row_per_micro_batch(unit, tmp_path):
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY))
     names = ["model.layers.0.mlp.up_proj", "model.layers.1.mlp.down_proj"]
-    handle = attach_w8a8(model, names, history_unit=unit)
+    handle = attach_w8a8(model, names, DelayedScalingRecipe(history_unit=unit))
     tokens = torch.randint(0, 128, (2000,), generator=torch.Generator().manual_seed(2))
     config = TrainConfig(max_steps=3, seq_len=8, micro_batch_size=1, grad_accum=2, lr=1e-3, progress=False)
     train(model, tokens, config, tmp_path / "run", hooks=BF16Warmup(handle, warmup_steps=1))

@@ -11,6 +11,7 @@ from torch import nn
 from common.formats import get_format, quantize
 from common.qat import TELEMETRY_FIELDS, attach_w8a8, saturation_summary
 from common.qat.w8a8 import Telemetry, mantissa_bits_lost, relative_error
+from common.recipes import DelayedScalingRecipe
 
 # most_recent predicts the previous call's amax; max_val 15, HiF8. Step by step (s = float32(15 / prediction)):
 # 0: amax 1, cold start (s = 15)
@@ -26,7 +27,7 @@ PLANTED = [[1.0, -0.5, 0.25, 0.75, 0.0, 0.0], [4.0, -2.0, 1.0625, 0.5, 1.0, -3.0
 def planted_rows():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 2))
-    handle = attach_w8a8(model, ["0"], observer="most_recent")
+    handle = attach_w8a8(model, ["0"], DelayedScalingRecipe(observer="most_recent"))
     for step, values in enumerate(PLANTED):
         handle.step(step)
         model(torch.tensor([values])).sum().backward()

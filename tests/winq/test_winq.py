@@ -13,6 +13,7 @@ from torch import nn
 
 from common.models import save_checkpoint
 from common.qat import attach_lowbit, hadamard_matrix, lowbit_selection
+from common.recipes import LowBitRecipe
 from common.train import TrainConfig, train
 from common.winq import WinQ, interpolate_toward, winq_step
 
@@ -48,7 +49,7 @@ def test_a_160_step_run_with_k_40_interpolates_after_steps_40_80_120_160():
 
 def test_interpolation_moves_80_percent_toward_q_after_steps_k_and_2k_only():
     model = hand_model()
-    handle = attach_lowbit(model, ["0"], 2)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(2))
     hooks = WinQ(handle, every=2)
     latent = handle.latent_weight("0")
     first = 0.2 * W + 0.8 * Q2  # = [[0.5, -1.4, 0.45, 1.6], [-3.2, 1, 3, 0.8]]; its Q is Q2 again (alphas unchanged)
@@ -71,7 +72,7 @@ def test_interpolation_moves_80_percent_toward_q_after_steps_k_and_2k_only():
 
 def test_interpolation_with_hadamard_is_in_the_rotated_basis():
     model = hand_model()
-    handle = attach_lowbit(model, ["0"], 1, hadamard=True)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(1, hadamard=True))
     h = hadamard_matrix(4)
     alpha = handle.alphas()["0"].detach()
     rotated_q = handle.quantized_weight("0") @ h  # = Q(W H)
@@ -83,7 +84,7 @@ def test_interpolation_with_hadamard_is_in_the_rotated_basis():
 
 def test_state_round_trip_keeps_count_and_noise_generator():
     model = hand_model()
-    handle = attach_lowbit(model, ["0"], 3)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(3))
     handle.set_noise(0.01, seed=4)
     hooks = WinQ(handle, every=1)
     hooks.after_optimizer_step(model, 0)
@@ -91,7 +92,7 @@ def test_state_round_trip_keeps_count_and_noise_generator():
     state = hooks.state_dict()
     continued = model[0].weight.detach()
     other_model = hand_model()
-    resumed = WinQ(attach_lowbit(other_model, ["0"], 3), every=1)
+    resumed = WinQ(attach_lowbit(other_model, ["0"], LowBitRecipe(3)), every=1)
     resumed.load_state_dict(state)
     assert resumed.interpolations == 1
     with torch.no_grad():
@@ -102,7 +103,7 @@ def test_state_round_trip_keeps_count_and_noise_generator():
 
 
 def test_bad_arguments_raise_naming_the_value():
-    handle = attach_lowbit(hand_model(), ["0"], 2)
+    handle = attach_lowbit(hand_model(), ["0"], LowBitRecipe(2))
     with pytest.raises(ValueError, match=r"every must be an integer >= 1, got 0"):
         WinQ(handle, every=0)
     with pytest.raises(ValueError, match=r"every must be an integer >= 1, got 2\.0"):
@@ -141,7 +142,7 @@ def tiny_llama():
 
 def test_train_loop_with_winq_and_noise(tmp_path):
     model = tiny_llama()
-    handle = attach_lowbit(model, lowbit_selection(model), 2)
+    handle = attach_lowbit(model, lowbit_selection(model), LowBitRecipe(2))
     handle.set_noise(1e-3, seed=0)
     alphas = {name: alpha.detach().clone() for name, alpha in handle.alphas().items()}
     tokens = torch.randint(0, 128, (2000,), generator=torch.Generator().manual_seed(2))
@@ -160,7 +161,7 @@ def test_train_loop_with_winq_and_noise(tmp_path):
 @pytest.mark.parametrize(("max_steps", "every"), [(6, 3), (7, 3), (6, 2)])
 def test_train_loop_interpolates_n_over_k_times_and_saves_the_last(tmp_path, max_steps, every):
     model = tiny_llama()
-    handle = attach_lowbit(model, lowbit_selection(model), 1)
+    handle = attach_lowbit(model, lowbit_selection(model), LowBitRecipe(1))
     handle.set_noise(1e-3, seed=0)
     tokens = torch.randint(0, 128, (2000,), generator=torch.Generator().manual_seed(2))
     config = TrainConfig(max_steps=max_steps, seq_len=16, micro_batch_size=2, lr=1e-3, weight_decay=0.0,

@@ -15,6 +15,7 @@ from torch import nn
 
 from common.qat import attach_lowbit, hadamard_matrix, lowbit_selection
 from common.qat.lowbit import ALPHA_EPS, lowbit_spec, normalized_levels
+from common.recipes import LowBitRecipe
 from common.train import Hooks, SequenceSampler, TrainConfig, causal_lm_loss, learning_rate, train
 from common.winq import WinQ
 from common.winq_diagnostics import (
@@ -102,7 +103,7 @@ def hand_model(w, alpha, bits=2, hadamard=False, every=2, method="winq"):
     model = nn.Sequential(nn.Linear(4, 2, bias=False))
     with torch.no_grad():
         model[0].weight.copy_(torch.tensor(w))
-    handle = attach_lowbit(model, ["0"], bits, hadamard=hadamard)
+    handle = attach_lowbit(model, ["0"], LowBitRecipe(bits, hadamard=hadamard))
     with torch.no_grad():
         handle.alphas()["0"].copy_(torch.tensor(alpha))
     return model, handle, (WinQ(handle, every=every) if method == "winq" else Hooks())
@@ -258,7 +259,7 @@ def test_fixed_batches_are_a_seeded_sample_of_sequences():
 
 def quantized_tiny(bits=2, sigma=1e-3):
     model = tiny_llama(num_hidden_layers=2)
-    handle = attach_lowbit(model, lowbit_selection(model), bits)
+    handle = attach_lowbit(model, lowbit_selection(model), LowBitRecipe(bits))
     handle.set_noise(sigma, seed=3)
     return model, handle
 

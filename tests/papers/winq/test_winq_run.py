@@ -17,7 +17,7 @@ import common.data.shards as shards
 import common.qat.run as skeleton
 from common.data import read_jsonl, token_stream
 from common.io import read_json
-from common.models import count_parameters, load_model
+from common.models import count_parameters, load_float_model, load_model
 from common.qat import lowbit_selection
 from common.qat.lowbit_io import LOWBIT_RECORD_VERSION, load_lowbit_model
 from common.train import evaluate_loss
@@ -120,7 +120,7 @@ def test_the_checkpoint_and_its_metadata(setup, runs, method):
     assert [int(r["step"]) for r in rows(run_dir / "eval_log.csv")] == [1, 3, 5]
     assert [int(r["step"]) for r in rows(run_dir / "train_log.csv")] == [0, 1, 2, 3, 4, 5]
     assert not (run_dir / "checkpoint.pt").exists()
-    plain = load_model(out)[0]  # a plain HF model of the latent weights
+    plain = load_float_model(out)  # a plain HF model of the latent weights (load_model loads it as the QAT run)
     assert not any(parametrize.is_parametrized(m, "weight") for m in plain.modules())
     layer = "model.layers.0.mlp.gate_proj"
     assert not torch.equal(plain.get_submodule(layer).weight, base.get_submodule(layer).weight)
