@@ -41,7 +41,8 @@ settings (``evidence: {level, resamples, seed}`` in ``workflow/config/default.ya
   same windows / examples for every seed, so its spread is the evaluation sampling of ``d``; its interval's
   half-width over ``z_{(1+level)/2}``). Without ``shared`` (trajectory statistics: each seed's steps are its own,
   so ``sd`` holds their variation) it is :func:`t_interval`. One seed gives ``shared`` alone, labelled as lacking
-  seed-to-seed variation.
+  seed-to-seed variation. :func:`seed_estimate` makes ``d_s`` and ``shared`` from bootstrap columns;
+  :func:`trajectory_estimate` is the case without ``shared``.
 * :func:`exact` -- a quantity without sampling error (a deterministic computation): the interval is the point.
 """
 
@@ -320,6 +321,29 @@ def seed_interval(per_seed: Sequence[float] | np.ndarray, shared: Estimate | Non
     return Estimate(mean, mean - half, mean + half,
                     f"t-interval over {x.size} seeds (paired by seed), widened by the evaluation sampling the seeds "
                     f"share ({shared.method})", level)
+
+
+def seed_estimate(columns: Columns, per_seed: Callable[[Sums, int], Any], seeds: Sequence[int], evidence: Evidence,
+                  unit: str) -> tuple[Estimate, list[float]]:
+    """A paired statistic of trained models over ``seeds`` scored on shared evaluation units (the seed pairing of the
+    module docstring): ``d_k = per_seed(full sums of columns, k)`` per seed ``k``, and the seed mean ``d = mean_k d_k``
+    with :func:`seed_interval` widened by ``shared``, the paired bootstrap of ``d`` itself over ``unit``
+    (:meth:`Evidence.paired`: one resample of the shared units serves every seed and model). Returns the estimate
+    and the per-seed values ``d_k``."""
+    full = {name: np.asarray(np.asarray(values, dtype=np.float64).sum()) for name, values in columns.items()}
+    values = [float(per_seed(full, k)) for k in seeds]
+    shared = evidence.paired(columns, lambda sums: sum(per_seed(sums, k) for k in seeds) / len(seeds), unit)
+    return seed_interval(values, shared, level=evidence.level), values
+
+
+def trajectory_estimate(values: Sequence[float], evidence: Evidence, single: Callable[[], Estimate] | None = None
+                        ) -> Estimate:
+    """The interval of a trajectory statistic, one value per seed from that seed's own training run (no evaluation
+    units the seeds share, so the spread over seeds holds their variation): :func:`seed_interval` without ``shared``,
+    the t-interval over seeds. One seed: ``single()``, the interval along that one run (e.g. :meth:`Evidence.blocks`
+    over its steps), marked "1 seed" (ValueError without ``single``: nothing to make an interval from)."""
+    shared = single() if len(values) == 1 and single is not None else None
+    return seed_interval(values, shared, level=evidence.level)
 
 
 def exact(value: float, method: str = "exact (no sampling error)") -> Estimate:

@@ -8,15 +8,19 @@ from .claims import (
     Check,
     Claim,
     ClaimSpec,
+    ClaimsResult,
     ImplementationCheckFailed,
+    PaperClaims,
     Prediction,
     claim_specs,
     claims_document,
     judge,
     verdict_counts,
+    write_claims,
 )
 from .context import assemble, figure_entries, rerun_entries
 from .conventions import conventions_table
+from .numbers import signed_percent
 from .provenance import config_hash, git_state, provenance, training_seconds
 from .regime import RegimeRow, RegimeSpec, regime_rows, regime_specs
 from .render import build_pdf, data_uri, latex_escape, render_html, render_index, render_latex
@@ -28,7 +32,9 @@ __all__ = [
     "Check",
     "Claim",
     "ClaimSpec",
+    "ClaimsResult",
     "ImplementationCheckFailed",
+    "PaperClaims",
     "Prediction",
     "RegimeRow",
     "RegimeSpec",
@@ -55,8 +61,10 @@ __all__ = [
     "rerun_entries",
     "scored_corpus",
     "setup_rows",
+    "signed_percent",
     "training_seconds",
     "verdict_counts",
     "verify_sha256sums",
+    "write_claims",
     "write_sha256sums",
 ]

@@ -19,16 +19,23 @@ the verdict. The rule (:meth:`Prediction.verdict`), for an interval ``[low, high
 A claim with several parts is several rows under one ``group`` heading. A theorem, identity or code invariant
 is a :class:`Check`: it runs with the claims, a failed check fails the build (:func:`claims_document`), and it
 never counts as a reproduction.
+
+Every paper computes its table with one entry point of one shape (:data:`PaperClaims`),
+``papers.<paper>.claims.claims(specs, study, evidence) -> ClaimsResult(rows, checks)``: the config's specs, the
+paper's ``Study`` (the artifacts its claims read, loaded by its claims step) and the workflow's evidence settings.
+Every paper's claims step (``python -m papers.<paper> claims``) ends in :func:`write_claims`.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
-from common.uncertainty import Estimate
+from common.io import write_json
+from common.uncertainty import Estimate, Evidence
 
 from .regime import RegimeRow, outside_regime
 
@@ -237,3 +244,28 @@ def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
     if unknown:
         raise ValueError(f"unknown verdicts {sorted(unknown)}; expected {', '.join(VERDICTS)}")
     return {v: counts[v] for v in VERDICTS}
+
+
+class ClaimsResult(NamedTuple):
+    """What a paper's claims entry point (:data:`PaperClaims`) returns: the ``rows`` in the report's order and the
+    implementation ``checks``."""
+
+    rows: list[Claim]
+    checks: list[Check]
+
+
+PaperClaims = Callable[[Mapping[str, ClaimSpec], Any, Evidence], ClaimsResult]
+"""``papers.<paper>.claims.claims(specs, study, evidence)``: the rows of ``specs`` (the config's ``claims:``,
+:func:`claim_specs`) computed from the paper's ``study`` with the interval settings ``evidence``, and its checks."""
+
+
+def write_claims(out: str | os.PathLike[str], claims: PaperClaims, entries: Mapping[str, Mapping[str, Any]],
+                 study: Any, evidence: Evidence, regime: Sequence[RegimeRow], paper: str) -> dict[str, Any]:
+    """The claims step of every paper: the specs of the config's ``claims:`` ``entries`` (:func:`claim_specs`,
+    errors naming ``<paper>.claims``), the paper's rows and checks on ``study``, and ``claims.json`` at ``out``
+    (:func:`claims_document`, the rows judged against the ``regime`` card), written atomically; a failed check
+    raises :class:`ImplementationCheckFailed` and writes nothing. Returns the document."""
+    result = claims(claim_specs(entries, f"{paper}.claims"), study, evidence)
+    document = claims_document(result.rows, result.checks, regime)
+    write_json(out, document)
+    return document

@@ -90,15 +90,16 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from common.report import claims_document
+    from common.report import write_claims
 
-    from .claims import all_claims
+    from . import claims as paper
     from .regime import regime_card
 
-    config, summaries = json_object(args.config_json), _read(args.models)
-    rows, checks = all_claims(read_json(args.numerical), summaries, config, evidence_settings(args), args.numerical,
-                              args.models, args.paper_results)
-    write_json(args.out, claims_document(rows, checks, regime_card(config, summaries)))
+    config = json_object(args.config_json)
+    study = paper.Study(config, read_json(args.numerical), _read(args.models), args.numerical, args.models,
+                        args.paper_results)
+    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args),
+                 regime_card(config, study.models), "finer_is_better")
 
 
 def context(args: argparse.Namespace) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.report import Check, Claim, ClaimSpec, claim_specs, judge
+from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
 from . import authors
@@ -361,15 +361,28 @@ def paper_gap_claims(sweeps: Sequence[Sweep], spec: ClaimSpec, gaps: Mapping[str
     return rows
 
 
-def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
-               evidence: Evidence, numerical_path: str, model_paths: Sequence[str],
-               paper_path: str | Path = authors.RESULTS) -> tuple[list[Claim], list[Check]]:
-    """Every row and check of the report: numerical, then the sweep per source model and operand set, then the
-    paper-scale rows against the authors' table at ``paper_path``."""
-    specs = claim_specs(config["claims"], "finer_is_better.claims")
-    claims = numerical_claims(numerical, specs, numerical_path)
-    checks = numerical_checks(numerical, numerical_path)
-    sweeps = sweeps_of(summaries, numerical)
+@dataclass(frozen=True)
+class Study:
+    """What the claims read: the ``config`` (its ``element``, ``model`` and ``paper_gaps``), the numerical study's
+    summary (:func:`.numerical.summary`), the sweep's point summaries (:func:`.model_study.gap_summary`), and the
+    paths the rows cite: ``numerical_path``, ``model_paths`` and the authors' table ``paper_path``
+    (:func:`.authors.load_results`)."""
+
+    config: Mapping[str, Any]
+    numerical: Mapping[str, Any]
+    models: Sequence[Mapping[str, Any]]
+    numerical_path: str
+    model_paths: Sequence[str]
+    paper_path: str | Path = authors.RESULTS
+
+
+def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> ClaimsResult:
+    """The claims table (:data:`common.report.PaperClaims`), every row and check of the report: numerical, then the
+    sweep per source model and operand set, then the paper-scale rows against the authors' table."""
+    config, numerical, model_paths = study.config, study.numerical, study.model_paths
+    rows = numerical_claims(numerical, specs, study.numerical_path)
+    checks = numerical_checks(numerical, study.numerical_path)
+    sweeps = sweeps_of(study.models, numerical)
     crossover_sigma = reversal_sigma(config["element"], config["model"]["block_sizes"])
     for sweep in sweeps:
         for operands in config["model"]["operands"]:
@@ -377,8 +390,8 @@ def all_claims(numerical: Mapping[str, Any], summaries: Sequence[Mapping[str, An
             label = operand_label(operands) if len(sweeps) == 1 else f"{sweep.source}, {operand_label(operands)}"
             local = {cid: replace(spec, id=f"{cid}_{suffix}", group=f"{spec.group} ({label})")
                      for cid, spec in specs.items()}
-            claims += sweep_claims(sweep, operands, local, evidence, crossover_sigma, model_paths)
-    claims += paper_gap_claims(sweeps, specs[PAPER_GAP_CLAIM], config["paper_gaps"], authors.load_results(paper_path),
-                               evidence, [*model_paths, str(paper_path)])
+            rows += sweep_claims(sweep, operands, local, evidence, crossover_sigma, model_paths)
+    rows += paper_gap_claims(sweeps, specs[PAPER_GAP_CLAIM], config["paper_gaps"],
+                             authors.load_results(study.paper_path), evidence, [*model_paths, str(study.paper_path)])
     checks += model_checks(sweeps, model_paths)
-    return claims, checks
+    return ClaimsResult(rows, checks)

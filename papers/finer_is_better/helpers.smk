@@ -13,9 +13,32 @@ FIB_SWEEP = [point for model in FIB_MODELS for point in sweep_models(model, FIB[
 FIB_CORPUS = FIB["model"]["corpus"] or CFG["data"]["pretrain"]
 FIB_PAPER_RESULTS = f"papers/{FIB_KEY}/data/{FIB_AUTHORS_RESULTS.name}"  # the authors' published gaps (authors.py)
 FIB_PAPER_SOURCE = str(fib_source_path(FIB_PAPER_RESULTS))
-FIB_MSE_FIGURES = [f"mse-{scale}-{variant}" for scale, names in FIB["numerical"]["cells"].items() for variant in names]
-FIB_SWEEP_FIGURES = [f"sweep-{model}-{operands}" for model in FIB_MODELS for operands in FIB["model"]["operands"]]
-FIB_FIGURES = [*FIB_MSE_FIGURES, "brute-force-ratio-ue4m3", *FIB_SWEEP_FIGURES]
+FIB_NUMERICAL = f"{FIB_DIR}/mse/summary.json"  # the numerical study's summary
+
+
+def fib_sweep_figure(model, operands):
+    """The sweep figure of source ``model``: the numerical summary first, then its sweep points' summaries."""
+    points = expand(f"{FIB_DIR}/ptq/{{point}}/summary.json", point=sweep_models(model, FIB["model"]["factors"]))
+    options = f"--models {' '.join(points)} --operands {operands} --evidence-json {json_arg(CFG['evidence'])}"
+    return figure_step("sweep", [FIB_NUMERICAL, *points], options)
+
+
+# Every figure of the report, in its order: id (<kind>-<detail>, papers.finer_is_better.figures) -> what the figure
+# rule runs (figure_step; the step reads the numerical summary, its first input, with --summary)
+FIB_FIGURE_PLANS = {
+    **{
+        f"mse-{scale}-{variant}": figure_step("mse", [FIB_NUMERICAL], f"--scale {scale} --variant {variant}")
+        for scale, names in FIB["numerical"]["cells"].items()
+        for variant in names
+    },
+    "brute-force-ratio-ue4m3": figure_step("brute-force-ratio", [FIB_NUMERICAL], "--scale ue4m3"),
+    **{
+        f"sweep-{model}-{operands}": fib_sweep_figure(model, operands)
+        for model in FIB_MODELS
+        for operands in FIB["model"]["operands"]
+    },
+}
+FIB_FIGURES = list(FIB_FIGURE_PLANS)
 
 
 def fib_variant(variant):

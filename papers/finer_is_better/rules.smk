@@ -1,5 +1,5 @@
 # Finer is Better (with the Right Scaling): numerical study (MSE vs sigma per cell), model study (perplexity gap
-# per cell), figures (one rule each), claims with computed verdicts, and the report context that
+# per cell), figures (one rule, the figure id a wildcard), claims with computed verdicts, and the report context that
 # workflow/rules/report.smk renders to reports/finer_is_better.html. Cells are single-threaded jobs (they are
 # many and independent: Snakemake runs `--cores` of them at once). Every cell is a file target:
 #   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json             (one job per scale and variant)
@@ -38,7 +38,7 @@ rule fib_mse_summary:
     input:
         expand(f"{FIB_DIR}/mse/{{cell}}.json", cell=fib_cells(FIB, "numerical")),
     output:
-        f"{FIB_DIR}/mse/summary.json",
+        FIB_NUMERICAL,
     log:
         f"{LOGS}/finer_is_better/mse_summary.log",
     conda:
@@ -115,85 +115,36 @@ rule fib_gap_summary:
         " --cells {input.cells} --out {output} > {log} 2>&1"
 
 
-rule fib_figure_mse:
-    """Figure: relative MSE vs sigma for one (scale, variant), a line per block size, Regions A/B shaded."""
+rule fib_figure:
+    """One figure of the report, PNG and PDF: its kind, inputs and options from FIB_FIGURE_PLANS (helpers.smk)."""
     input:
-        f"{FIB_DIR}/mse/summary.json",
+        lambda w: FIB_FIGURE_PLANS[w.figure]["inputs"],
     output:
         png=report(
-            f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.png",
+            f"{FIB_DIR}/figures/{{figure}}.png",
             caption="report/figure.rst",
             category="Finer is Better",
-            subcategory="numerical study",
+            subcategory="{figure}",
         ),
-        pdf=f"{FIB_DIR}/figures/mse-{{scale}}-{{variant}}.pdf",
+        pdf=f"{FIB_DIR}/figures/{{figure}}.pdf",
     log:
-        f"{LOGS}/finer_is_better/figures/mse-{{scale}}-{{variant}}.log",
+        f"{LOGS}/finer_is_better/figures/{{figure}}.log",
     wildcard_constraints:
-        scale="[a-z0-9]+",
-        variant="[a-z0-9_]+",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.finer_is_better figure mse --summary {input} --scale {wildcards.scale}"
-        " --variant {wildcards.variant} --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule fib_figure_brute_force_ratio:
-    """Figure: each heuristic's MSE over brute force's at the smallest block size."""
-    input:
-        f"{FIB_DIR}/mse/summary.json",
-    output:
-        png=report(
-            f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.png",
-            caption="report/figure.rst",
-            category="Finer is Better",
-            subcategory="numerical study",
-        ),
-        pdf=f"{FIB_DIR}/figures/brute-force-ratio-{{scale}}.pdf",
-    log:
-        f"{LOGS}/finer_is_better/figures/brute-force-ratio-{{scale}}.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.finer_is_better figure brute-force-ratio --summary {input} --scale {wildcards.scale}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule fib_figure_sweep:
-    """Figure: ppl(4)/ppl(16) - 1 on the sweep vs the weight sigma, a line per scale rule, Regions A/B shaded."""
-    input:
-        numerical=f"{FIB_DIR}/mse/summary.json",
-        models=lambda w: expand(
-            f"{FIB_DIR}/ptq/{{model}}/summary.json", model=sweep_models(w.source, FIB["model"]["factors"])
-        ),
-    output:
-        png=report(
-            f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.png",
-            caption="report/figure.rst",
-            category="Finer is Better",
-            subcategory="model study",
-        ),
-        pdf=f"{FIB_DIR}/figures/sweep-{{source}}-{{operands}}.pdf",
-    log:
-        f"{LOGS}/finer_is_better/figures/sweep-{{source}}-{{operands}}.log",
-    wildcard_constraints:
-        source="[^/]+",
-        operands="w|wa",
+        figure="|".join(re.escape(f) for f in FIB_FIGURES),
     conda:
         CONDA_ENV
     params:
-        evidence=json_arg(CFG["evidence"]),
+        kind=lambda w: FIB_FIGURE_PLANS[w.figure]["kind"],
+        options=lambda w: FIB_FIGURE_PLANS[w.figure]["options"],
     shell:
-        "python -m papers.finer_is_better figure sweep --summary {input.numerical} --models {input.models}"
-        " --operands {wildcards.operands} --evidence-json {params.evidence} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
+        "python -m papers.finer_is_better figure {params.kind} --summary {input[0]} {params.options}"
+        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
 
 
 rule fib_claims:
     """The claims document: every row's estimate, interval and rule-made verdict, and the implementation checks."""
     input:
-        numerical=f"{FIB_DIR}/mse/summary.json",
+        numerical=FIB_NUMERICAL,
         models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
         paper=FIB_PAPER_RESULTS,
     output:
@@ -214,7 +165,7 @@ rule fib_claims:
 rule fib_context:
     """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
     input:
-        numerical=f"{FIB_DIR}/mse/summary.json",
+        numerical=FIB_NUMERICAL,
         models=expand(f"{FIB_DIR}/ptq/{{model}}/summary.json", model=FIB_SWEEP),
         claims=f"{FIB_DIR}/claims.json",
         paper=FIB_PAPER_RESULTS,

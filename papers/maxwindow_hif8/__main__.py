@@ -100,18 +100,15 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from common.report import claim_specs, claims_document
+    from common.report import write_claims
 
-    from .claims import StudyArtifacts, study_checks, study_claims
+    from . import claims as paper
     from .regime import regime_card
 
     config = json_object(args.config_json)
-    specs = claim_specs(config["claims"], "maxwindow_hif8.claims")
-    settings = evidence_settings(args)
-    study = StudyArtifacts.read(config, args.evaluations, args.logs, args.telemetry)
-    checks = study_checks(study, read_json(args.observer_study), args.observer_study)
-    document = claims_document(study_claims(specs, study, settings), checks, regime_card(study))
-    write_json(args.out, document)  # a failed check: nothing
+    study = paper.Study.read(config, args.evaluations, args.logs, args.telemetry, args.observer_study)
+    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args), regime_card(study),
+                 "maxwindow_hif8")
 
 
 def cited_path(paths: Sequence[str], suffix: str) -> str:

@@ -59,8 +59,8 @@ from common.io import read_json
 from common.observers import OBSERVERS, make_observer
 from common.qat import ROLES
 from common.qat.run import parse_seed_cell, seed_cell
-from common.report import Check, Claim, ClaimSpec, judge
-from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts, seed_interval
+from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
+from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts, seed_estimate, trajectory_estimate
 
 from .settings import recipe, run_names, run_settings
 from .study import loss_errors, read_losses, read_telemetry
@@ -87,24 +87,26 @@ Cell = tuple[str, int]  # (run, seed)
 
 
 @dataclass(frozen=True)
-class StudyArtifacts:
+class Study:
     """The artifacts of the study ``config``: evaluation records by ``"<precision>/<run>/seed<k>/<role>"`` (and
     ``"bf16/base/<role>"``: the model before continual pretraining), training losses ``{step: loss}``, telemetry
-    rows and ``saturation.json`` by cell ``(run, seed)`` (telemetry of :func:`telemetry_runs` only)."""
+    rows and ``saturation.json`` by cell ``(run, seed)`` (telemetry of :func:`telemetry_runs` only), and the
+    synthetic ``observers`` study (:func:`papers.maxwindow_hif8.study.observer_cell`, for :func:`observer_checks`)."""
 
     config: Mapping[str, Any]
     evaluations: Mapping[str, Artifact]
     losses: Mapping[Cell, Artifact]
     telemetry: Mapping[Cell, Artifact]
     saturation: Mapping[Cell, Artifact]
+    observers: Artifact
 
     @classmethod
     def read(cls, config: Mapping[str, Any], evaluations: Iterable[str], logs: Iterable[str],
-             telemetry: Iterable[str]) -> StudyArtifacts:
+             telemetry: Iterable[str], observers: str) -> Study:
         """Read the artifacts from their paths (layout in ``papers/maxwindow_hif8/__main__.py``): evaluations at
         ``.../<precision>/<run>/seed<k>/<role>.json`` or ``.../bf16/base/<role>.json``, logs and telemetry in
-        ``.../<run>/seed<k>/``, each cell's ``saturation.json`` beside its telemetry; of the telemetry only
-        :func:`telemetry_runs`'s is read."""
+        ``.../<run>/seed<k>/``, each cell's ``saturation.json`` beside its telemetry (of the telemetry only
+        :func:`telemetry_runs`'s is read), the synthetic observer study at ``observers``."""
         wanted = telemetry_runs(config)
         tables: dict[str, dict[Any, Artifact]] = {"evaluations": {}, "losses": {}, "telemetry": {}, "saturation": {}}
         for path in evaluations:
@@ -117,7 +119,7 @@ class StudyArtifacts:
                 summary = str(Path(path).with_name("saturation.json"))
                 tables["telemetry"][cell] = Artifact(path, read_telemetry(path))
                 tables["saturation"][cell] = Artifact(summary, read_json(summary))
-        return cls(config, **tables)
+        return cls(config, **tables, observers=Artifact(observers, read_json(observers)))
 
     @property
     def seeds(self) -> list[int]:
@@ -179,15 +181,11 @@ def perplexity_change(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]
         if key.endswith(".tokens") and not np.array_equal(value, tokens):
             raise ValueError(f"{key[:-7]} and {b}: perplexities scored on different windows ({value.size} vs "
                              f"{tokens.size} windows, or other token counts): no pairing")
-    seeds = range(len(pairs))
 
     def change(sums: Mapping[str, np.ndarray], k: int) -> np.ndarray:
         return np.expm1(log_perplexity(sums, f"{a}@{k}") - log_perplexity(sums, f"{b}@{k}"))
 
-    totals = {name: np.asarray(values.sum()) for name, values in columns.items()}
-    per_seed = [float(change(totals, k)) for k in seeds]
-    shared = settings.paired(columns, lambda s: sum(change(s, k) for k in seeds) / len(pairs), "evaluation windows")
-    return seed_interval(per_seed, shared, level=settings.level)
+    return seed_estimate(columns, change, range(len(pairs)), settings, "evaluation windows")[0]
 
 
 def accuracy_drop(pairs: Sequence[tuple[np.ndarray, np.ndarray]], settings: Evidence) -> Estimate:
@@ -204,11 +202,8 @@ def accuracy_drop(pairs: Sequence[tuple[np.ndarray, np.ndarray]], settings: Evid
             raise NotTestableError(f"the reference answers {int(b.sum())} of {b.size} examples correctly and some "
                                    "bootstrap resamples hold none of them: a relative drop is undefined there")
         columns |= {f"a@{k}": a, f"b@{k}": b}
-    seeds = range(len(pairs))
-    per_seed = [1 - columns[f"a@{k}"].sum() / columns[f"b@{k}"].sum() for k in seeds]
-    shared = settings.paired(columns, lambda s: sum(1 - s[f"a@{k}"] / s[f"b@{k}"] for k in seeds) / len(pairs),
-                             "examples")
-    return seed_interval(per_seed, shared, level=settings.level)
+    return seed_estimate(columns, lambda s, k: 1 - s[f"a@{k}"] / s[f"b@{k}"], range(len(pairs)), settings,
+                         "examples")[0]
 
 
 @dataclass(frozen=True)
@@ -274,18 +269,15 @@ def fraction(sums: Mapping[str, np.ndarray], a: str, b: str) -> np.ndarray:
     return np.asarray(sums[a]) / sums[b]
 
 
-def trajectory_estimate(per_seed: Sequence[StepSums], statistic: Callable[[Mapping[str, np.ndarray]], np.ndarray],
-                        settings: Evidence, unit: str = "HiF8 steps") -> Estimate:
+def step_estimate(per_seed: Sequence[StepSums], statistic: Callable[[Mapping[str, np.ndarray]], np.ndarray],
+                  settings: Evidence, unit: str = "HiF8 steps") -> Estimate:
     """``statistic`` of each seed's step sums, the seed mean with a t-interval over seeds; one seed: the circular
-    block bootstrap over its steps (module docstring)."""
+    block bootstrap over its steps (module docstring, :func:`common.uncertainty.trajectory_estimate`)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # undefined (e.g. 0/0): refused below, naming the values
         values = [float(statistic({k: v.sum() for k, v in sums.columns.items()})) for sums in per_seed]
     if not all(math.isfinite(v) for v in values):
         raise NotTestableError(f"the statistic is undefined on some seed ({values}): e.g. no saturating call")
-    if len(per_seed) > 1:
-        return seed_interval(values, level=settings.level)
-    single = settings.blocks(per_seed[0].columns, statistic, unit)
-    return seed_interval(values, single, level=settings.level)
+    return trajectory_estimate(values, settings, lambda: settings.blocks(per_seed[0].columns, statistic, unit))
 
 
 def paired_steps(a: StepSums, b: StepSums) -> StepSums:
@@ -336,7 +328,7 @@ def _pairs(data: Sequence[Any]) -> list[tuple[Any, Any]]:
     return list(zip(data[0::2], data[1::2], strict=True))
 
 
-def perplexity_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, treated: Model,
+def perplexity_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, treated: Model,
                      reference: Model, corpus: str) -> Claim:
     """Row: :func:`perplexity_change` of ``treated`` vs ``reference`` on ``corpus`` (``pretrain`` or ``shift``),
     paired by seed."""
@@ -357,7 +349,7 @@ def perplexity_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence,
     return _row(spec, read, measure)
 
 
-def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, treated: Model,
+def accuracy_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, treated: Model,
                    reference: Model, task: str) -> Claim:
     """Row: :func:`accuracy_drop` of ``treated`` vs ``reference`` on zero-shot ``task`` (``cloze``: acc,
     ``choice``: acc_norm) of the pretraining corpus, paired by seed."""
@@ -377,16 +369,16 @@ def accuracy_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *
     return _row(spec, read, measure)
 
 
-def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str, reference: str
+def loss_ape_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str, reference: str
                    ) -> Claim:
     """Row: the training-loss APE of ``run`` vs ``reference`` (same seed) over the steps from ``run``'s warmup on,
-    :func:`trajectory_estimate` over the seeds."""
+    :func:`step_estimate` over the seeds."""
     warmup = run_settings(study.config, run)["warmup_steps"]
 
     def measure(data: Sequence[Mapping[int, float]]) -> tuple[Estimate, str]:
         errors = [loss_errors(losses, base, warmup) for losses, base in _pairs(data)]
-        estimate = trajectory_estimate([loss_sums(e) for e in errors], lambda s: fraction(s, "error", "steps"),
-                                       settings, "training steps")
+        estimate = step_estimate([loss_sums(e) for e in errors], lambda s: fraction(s, "error", "steps"),
+                                 settings, "training steps")
         first, last = min(errors[0]), max(errors[0])
         return estimate, (f"training loss of {run} vs {reference} at steps {first}..{last}; APE per seed "
                           f"{study.seeds}: {_per_seed([sum(e.values()) / len(e) for e in errors], '{:.3%}')}")
@@ -395,27 +387,27 @@ def loss_ape_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *
                 measure)
 
 
-def saturation_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str) -> Claim:
+def saturation_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str) -> Claim:
     """Row: the saturating fraction of ``run``'s calls over every tensor role, over the seeds."""
     def measure(data: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[Estimate, str]:
         sums = [step_sums(rows, saturation_sums) for rows in data]
         counts = "; ".join(f"{int(s.columns['o'].sum())} of {int(s.columns['c'].sum())}" for s in sums)
-        return trajectory_estimate(sums, lambda s: fraction(s, "o", "c"), settings), (
+        return step_estimate(sums, lambda s: fraction(s, "o", "c"), settings), (
             f"{run}: saturating layer-calls per seed {study.seeds}: {counts} (steps {sums[0].steps[0]}.."
             f"{sums[0].steps[-1]}, roles {', '.join(ROLES)})")
 
     return _row(spec, lambda: [study.run_telemetry(run, seed) for seed in study.seeds], measure)
 
 
-def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str,
+def saturation_difference_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str,
                                 reference: str, roles: Sequence[str] = ROLES) -> Claim:
     """Row: the saturating fraction of ``run`` minus ``reference``'s (same seed) over ``roles``."""
     def measure(data: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[Estimate, str]:
         sums = [(step_sums(a, saturation_sums, roles), step_sums(b, saturation_sums, roles)) for a, b in _pairs(data)]
         counts = "; ".join(f"{int(a.columns['o'].sum())} vs {int(b.columns['o'].sum())} of {int(a.columns['c'].sum())}"
                            for a, b in sums)
-        estimate = trajectory_estimate([paired_steps(a, b) for a, b in sums],
-                                       lambda s: fraction(s, "o_a", "c_a") - fraction(s, "o_b", "c_b"), settings)
+        estimate = step_estimate([paired_steps(a, b) for a, b in sums],
+                                 lambda s: fraction(s, "o_a", "c_a") - fraction(s, "o_b", "c_b"), settings)
         return estimate, (f"saturating {'/'.join(roles)} layer-calls per seed {study.seeds}: {counts} ({run} vs "
                           f"{reference})")
 
@@ -424,7 +416,7 @@ def saturation_difference_claim(spec: ClaimSpec, study: StudyArtifacts, settings
                 measure)
 
 
-def error_ratio_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str, role: str) -> Claim:
+def error_ratio_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str, role: str) -> Claim:
     """Row: :func:`error_ratio` of ``run``'s ``role`` calls (saturating vs not), over the seeds; the detail adds the
     mantissa bits the saturating calls' over-range values lose."""
     def measure(data: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[Estimate, str]:
@@ -435,14 +427,14 @@ def error_ratio_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence
                  f"saturating vs {s.columns['en'].sum() / max(s.columns['nn'].sum(), 1):.3g} on "
                  f"{int(s.columns['nn'].sum())} other calls" for s in sums]
         bits = [sum(v) / len(v) if v else 0.0 for v in lost]
-        return trajectory_estimate(sums, error_ratio, settings), (
+        return step_estimate(sums, error_ratio, settings), (
             f"{run}, {role}: mean relative error per seed {study.seeds}: {'; '.join(parts)}; the over-range values of "
             f"a saturating call lose {_per_seed(bits, '{:.2f}')} mantissa bits on average")
 
     return _row(spec, lambda: [study.run_telemetry(run, seed) for seed in study.seeds], measure)
 
 
-def jitter_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, run: str, reference: str) -> Claim:
+def jitter_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str, reference: str) -> Claim:
     """Row: the scale jitter (:func:`jitter_sums`) of ``run`` minus ``reference``'s, same seed, every role."""
     def measure(data: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[Estimate, str]:
         def sums(rows: Sequence[Mapping[str, Any]]) -> StepSums:
@@ -451,8 +443,8 @@ def jitter_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, 
         pairs = [(sums(a), sums(b)) for a, b in _pairs(data)]
         means = "; ".join(f"{a.columns['j'].sum() / a.columns['m'].sum():.3g} vs "
                           f"{b.columns['j'].sum() / b.columns['m'].sum():.3g}" for a, b in pairs)
-        estimate = trajectory_estimate([paired_steps(a, b) for a, b in pairs],
-                                       lambda s: fraction(s, "j_a", "m_a") - fraction(s, "j_b", "m_b"), settings)
+        estimate = step_estimate([paired_steps(a, b) for a, b in pairs],
+                                 lambda s: fraction(s, "j_a", "m_a") - fraction(s, "j_b", "m_b"), settings)
         return estimate, f"mean |delta log2 scale| per call, per seed {study.seeds}: {means} ({run} vs {reference})"
 
     return _row(spec, lambda: [a for seed in study.seeds
@@ -460,10 +452,10 @@ def jitter_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, 
                 measure)
 
 
-Row = Callable[[ClaimSpec, StudyArtifacts, Evidence], Claim]
+Row = Callable[[ClaimSpec, Study, Evidence], Claim]
 
 
-def forgetting_claim(spec: ClaimSpec, study: StudyArtifacts, settings: Evidence, *, row: Row) -> Claim:
+def forgetting_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, row: Row) -> Claim:
     """Row: ``row`` (a forgetting comparison, high vs low learning rate) with the regime it rests on added to its
     detail and evidence when it has an estimate: how much the low rate keeps of the pretraining corpus,
     :func:`perplexity_change` of bf16-lrlow vs the base model there (module docstring)."""
@@ -523,17 +515,6 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
         "exp_smooth_saturates": partial(saturation_difference_claim, run=f"exp_smooth-lrlow-w{warmup}",
                                         reference=recipe_run),
     }
-
-
-def study_claims(specs: Mapping[str, ClaimSpec], study: StudyArtifacts, settings: Evidence) -> list[Claim]:
-    """Every row of ``specs`` (``claim_specs(config["claims"])``) in the order of :func:`claim_rows`; ValueError
-    naming a spec without a computation or a computation without a spec."""
-    rows = claim_rows(study.config)
-    unknown, missing = [c for c in specs if c not in rows], [c for c in rows if c not in specs]
-    if unknown or missing:
-        raise ValueError(f"maxwindow_hif8.claims: no computation for {unknown or 'nothing'}, no spec for "
-                         f"{missing or 'nothing'}")
-    return [row(specs[cid], study, settings) for cid, row in rows.items()]
 
 
 # --- implementation checks ------------------------------------------------------------------------------------
@@ -629,12 +610,24 @@ def unit_score_check(evaluations: Mapping[str, Artifact]) -> Check:
                  tuple(a.path for _, a in sorted(evaluations.items())))
 
 
-def study_checks(study: StudyArtifacts, cell: Mapping[str, Any], cell_path: str) -> list[Check]:
+def study_checks(study: Study) -> list[Check]:
     """Every implementation check of the study (module docstring)."""
     train = study.config["train"]
     warmup, steps, calls = study.config["bf16_warmup_steps"], train["max_steps"], train.get("grad_accum", 1)
     telemetry = [telemetry_check((run, seed), study.run_telemetry(run, seed), study.saturation[run, seed], warmup,
                                  steps, calls, OBSERVERS[run_settings(study.config, run)["observer"]].delayed)
                  for run in telemetry_runs(study.config) for seed in study.seeds]
-    return [*observer_checks(cell, cell_path), *telemetry, *pairing_checks(study.evaluations),
-            unit_score_check(study.evaluations)]
+    return [*observer_checks(study.observers.data, study.observers.path), *telemetry,
+            *pairing_checks(study.evaluations), unit_score_check(study.evaluations)]
+
+
+def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> ClaimsResult:
+    """The claims table (:data:`common.report.PaperClaims`): every row of ``specs`` in the order of
+    :func:`claim_rows` and every check of :func:`study_checks`; ValueError naming a spec without a computation or a
+    computation without a spec."""
+    rows = claim_rows(study.config)
+    unknown, missing = [c for c in specs if c not in rows], [c for c in rows if c not in specs]
+    if unknown or missing:
+        raise ValueError(f"maxwindow_hif8.claims: no computation for {unknown or 'nothing'}, no spec for "
+                         f"{missing or 'nothing'}")
+    return ClaimsResult([row(specs[cid], study, evidence) for cid, row in rows.items()], study_checks(study))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.report import assemble, provenance, rerun_entries, setup_rows
+from common.report import assemble, provenance, rerun_entries, setup_rows, signed_percent
 
 from .settings import KEY, train_config
 from .study import METRIC_LABELS, METRICS
@@ -52,10 +52,6 @@ PAPER = {
 }
 
 
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:+.2%}"
-
-
 def run_table(summary: Mapping[str, Any]) -> dict[str, Any]:
     rows = [[r["run"], label, "" if r["loss_ape"] is None else f"{r['loss_ape']:.3%}",
              *(f"{r[key][m]:.4g}" for m, *_ in METRICS)] for r in summary["runs"]
@@ -69,7 +65,7 @@ def run_table(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def drop_table(summary: Mapping[str, Any]) -> dict[str, Any]:
-    rows = [[r["run"], label, *(_pct(r[key][m]) for m, *_ in METRICS)] for r in summary["runs"]
+    rows = [[r["run"], label, *(signed_percent(r[key][m]) for m, *_ in METRICS)] for r in summary["runs"]
             for key, label in (("drop", "BF16"), ("drop_hif8", "HiF8"))]
     return {"caption": "Relative drop of the seed means vs the BF16 baseline at the same learning rate, evaluated in "
                        "BF16 (positive = worse)",

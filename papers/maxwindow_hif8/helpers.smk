@@ -58,3 +58,26 @@ def mw_run_config(wildcards):
 def mw_run_files(name):
     """The file ``name`` of every training cell's run folder ``runs/<run>/seed<k>``."""
     return expand(f"{MW_DIR}/runs/{{cell}}/{name}", cell=MW_CELLS)
+
+
+# Every figure of the report: id (settings.FIGURES, each its own kind) -> what the figure rule runs (figure_step)
+MW_SUMMARY = f"{MW_DIR}/summary.json"
+MW_OBSERVER_STUDY = f"{MW_DIR}/observer_study.json"
+MW_FIGURE_PLANS = {
+    "loss-curves": figure_step("loss-curves", [MW_SUMMARY]),
+    "saturation": figure_step(
+        "saturation",
+        expand(
+            f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/seed{MW['seeds'][0]}/telemetry.csv",
+            observer=MW["observers"],
+        ),
+        f"--warmup {MW['bf16_warmup_steps']}",
+    ),
+    "downstream": figure_step("downstream", [MW_SUMMARY]),
+    "forgetting": figure_step("forgetting", [MW_SUMMARY]),
+    "observer-study": figure_step("observer-study", [MW_OBSERVER_STUDY]),
+}
+if set(MW_FIGURE_PLANS) != set(MW_FIGURES):
+    raise ValueError(
+        f"{MW_KEY}: MW_FIGURE_PLANS names {sorted(MW_FIGURE_PLANS)}, settings.FIGURES {sorted(MW_FIGURES)}"
+    )

@@ -25,7 +25,7 @@ from common.observers import make_observer
 from common.report import RegimeRow, regime_rows, regime_specs
 from common.select import block_index
 
-from .claims import StudyArtifacts
+from .claims import Study
 from .settings import KEY, recipe
 
 CONFIG_KEYS = ("learning_rates", "bf16_warmup_steps", "train", "observer_options", "history_unit", "regime")
@@ -90,7 +90,7 @@ def quantized_share(layers: Sequence[str], quantization: Mapping[str, Any], para
     return quantized / parameters, f"{linears} {quantized:,} of the model's {parameters:,} parameters; {tied}"
 
 
-def regime_values(study: StudyArtifacts) -> tuple[dict[str, float], dict[str, str]]:
+def regime_values(study: Study) -> tuple[dict[str, float], dict[str, str]]:
     """Our value of every regime quantity and how it was measured (module docstring), from ``study.config`` and the
     recipe's first seed; ValueError naming config keys the claims step was not given."""
     config = study.config
@@ -114,7 +114,7 @@ def regime_values(study: StudyArtifacts) -> tuple[dict[str, float], dict[str, st
     return measured, notes
 
 
-def regime_card(study: StudyArtifacts) -> list[RegimeRow]:
+def regime_card(study: Study) -> list[RegimeRow]:
     """The card's rows: ``study.config["regime"]``'s specs with :func:`regime_values`, in the order of
     :func:`regime_values` (the config reaches the claims step as key-sorted JSON)."""
     measured, notes = regime_values(study)

@@ -1,8 +1,8 @@
 # Max-Window HiF8 W8A8 QAT: the continual-pretraining runs the claims compare (settings.STUDY_RUNS: BF16 at both
 # learning rates, the recipe and its ablations, CTS and exp_smooth), each with every seed, evaluated on both corpora
 # in BF16 (as trained) and after the shared HiF8 checkpoint quantization; the study summary, the synthetic observer
-# study, figures (one rule each), claims and the report context that workflow/rules/report.smk renders to
-# reports/maxwindow_hif8.html. Every cell <run>/seed<k> is a file target, e.g.
+# study, figures (one rule, the figure id a wildcard), claims and the report context that workflow/rules/report.smk
+# renders to reports/maxwindow_hif8.html. Every cell <run>/seed<k> is a file target, e.g.
 #   results/models/trained/maxwindow_hif8/max_window-lrlow-w40/seed1
 #   results/maxwindow_hif8/eval/bf16/max_window-lrlow-w40/seed1/pretrain.json
 include: "helpers.smk"
@@ -107,7 +107,7 @@ rule mw_summary:
         saturation=mw_run_files("saturation.json"),
         evaluations=MW_EVALUATIONS,
     output:
-        f"{MW_DIR}/summary.json",
+        MW_SUMMARY,
     log:
         f"{LOGS}/maxwindow_hif8/summary.log",
     conda:
@@ -122,7 +122,7 @@ rule mw_summary:
 rule mw_observer_study:
     """The synthetic observer study: amax traces with spikes, drift and oscillation through every observer."""
     output:
-        f"{MW_DIR}/observer_study.json",
+        MW_OBSERVER_STUDY,
     log:
         f"{LOGS}/maxwindow_hif8/observer_study.log",
     conda:
@@ -133,10 +133,10 @@ rule mw_observer_study:
         "python -m papers.maxwindow_hif8 observer-study --config-json {params.config} --out {output} > {log} 2>&1"
 
 
-rule mw_figure_summary:
-    """Figure from the study summary: loss curves, downstream drops, or forgetting vs learning."""
+rule mw_figure:
+    """One figure of the report, PNG and PDF: its inputs and options from MW_FIGURE_PLANS (helpers.smk)."""
     input:
-        f"{MW_DIR}/summary.json",
+        lambda w: MW_FIGURE_PLANS[w.figure]["inputs"],
     output:
         png=report(
             f"{MW_DIR}/figures/{{figure}}.png",
@@ -148,59 +148,15 @@ rule mw_figure_summary:
     log:
         f"{LOGS}/maxwindow_hif8/figures/{{figure}}.log",
     wildcard_constraints:
-        figure="loss-curves|downstream|forgetting",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.maxwindow_hif8 figure {wildcards.figure} --inputs {input} --png {output.png}"
-        " --pdf {output.pdf} > {log} 2>&1"
-
-
-rule mw_figure_saturation:
-    """Figure: the fraction of saturating layers per step and role, per observer (low lr, with warmup)."""
-    input:
-        expand(
-            f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/seed{MW['seeds'][0]}/telemetry.csv",
-            observer=MW["observers"],
-        ),
-    output:
-        png=report(
-            f"{MW_DIR}/figures/saturation.png",
-            caption="report/figure.rst",
-            category="Max-Window HiF8",
-            subcategory="saturation",
-        ),
-        pdf=f"{MW_DIR}/figures/saturation.pdf",
-    log:
-        f"{LOGS}/maxwindow_hif8/figures/saturation.log",
+        figure="|".join(MW_FIGURES),
     conda:
         CONDA_ENV
     params:
-        warmup=MW["bf16_warmup_steps"],
+        kind=lambda w: MW_FIGURE_PLANS[w.figure]["kind"],
+        options=lambda w: MW_FIGURE_PLANS[w.figure]["options"],
     shell:
-        "python -m papers.maxwindow_hif8 figure saturation --inputs {input} --warmup {params.warmup}"
+        "python -m papers.maxwindow_hif8 figure {params.kind} --inputs {input} {params.options}"
         " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule mw_figure_observer_study:
-    """Figure: synthetic amax traces and every observer's delayed prediction."""
-    input:
-        f"{MW_DIR}/observer_study.json",
-    output:
-        png=report(
-            f"{MW_DIR}/figures/observer-study.png",
-            caption="report/figure.rst",
-            category="Max-Window HiF8",
-            subcategory="observer study",
-        ),
-        pdf=f"{MW_DIR}/figures/observer-study.pdf",
-    log:
-        f"{LOGS}/maxwindow_hif8/figures/observer-study.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.maxwindow_hif8 figure observer-study --inputs {input} --png {output.png}"
-        " --pdf {output.pdf} > {log} 2>&1"
 
 
 rule mw_claims:
@@ -212,7 +168,7 @@ rule mw_claims:
         logs=mw_run_files("train_log.csv"),
         telemetry=mw_run_files("telemetry.csv"),
         saturation=mw_run_files("saturation.json"),
-        observers=f"{MW_DIR}/observer_study.json",
+        observers=MW_OBSERVER_STUDY,
     output:
         report(f"{MW_DIR}/claims.json", caption="report/claims.rst", category="Max-Window HiF8"),
     log:
@@ -246,8 +202,8 @@ rule mw_claims:
 rule mw_context:
     """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
     input:
-        summary=f"{MW_DIR}/summary.json",
-        observers=f"{MW_DIR}/observer_study.json",
+        summary=MW_SUMMARY,
+        observers=MW_OBSERVER_STUDY,
         claims=f"{MW_DIR}/claims.json",
         figures=expand(f"{MW_DIR}/figures/{{figure}}.{{ext}}", figure=MW_FIGURES, ext=("png", "pdf")),
         evaluations=MW_EVALUATIONS,

@@ -134,24 +134,24 @@ def figure(args: argparse.Namespace) -> None:
 
 
 def claims(args: argparse.Namespace) -> None:
-    from common.report import claim_specs, claims_document
+    from common.report import write_claims
 
-    from .claims import paper_claims
+    from . import claims as paper
     from .regime import regime_card
     from .sweep import sweep_points, windows
 
-    config, evidence = json_object(args.config_json), evidence_settings(args)
+    config = json_object(args.config_json)
     tensor_cells, records = [read_json(p) for p in args.tensors], [read_json(p) for p in args.cells]
     preregistered, points = read_json(args.preregistered), sweep_points(config["points"], tensor_cells)
-    rows, checks = paper_claims(
-        claim_specs(config["claims"]), element=config["element"], preregistered=preregistered,
-        validation=read_json(args.validation), comparison=read_json(args.comparison),
-        theory_cells=[read_json(p) for p in args.theory], points=points, tensor_cells=tensor_cells,
-        data=windows(records, args.cells), zero_shot=[read_json(p) for p in args.zero_shot], evidence=evidence,
+    study = paper.Study(
+        element=config["element"], preregistered=preregistered, validation=read_json(args.validation),
+        comparison=read_json(args.comparison), theory_cells=[read_json(p) for p in args.theory], points=points,
+        tensor_cells=tensor_cells, data=windows(records, args.cells), zero_shot=[read_json(p) for p in args.zero_shot],
         sources={"preregistered": [args.preregistered], "validation": [args.validation],
                  "comparison": [args.comparison], "theory": args.theory, "tensors": args.tensors,
                  "zero_shot": args.zero_shot})
-    write_json(args.out, claims_document(rows, checks, regime_card(config["regime"], points, preregistered, records)))
+    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args),
+                 regime_card(config["regime"], points, preregistered, records), "microscaling_limits")
 
 
 def context(args: argparse.Namespace) -> None:

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from common.eval.scores import example_correct
-from common.report import Check, Claim, ClaimSpec, judge
+from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge, signed_percent
 from common.uncertainty import Estimate, Evidence, binomial_interval, exact, normal_interval
 
 from .sweep import (
@@ -74,10 +75,6 @@ FUNCTION_TOLERANCE = 1e-3  # |ppl(c) / ppl(widest) - 1| of the unquantized sweep
 SIGMA_TOLERANCE = 1e-4  # |(sigma(c) / sigma(widest)) / (c / c_widest) - 1| of every moved tensor
 ZERO_BLOCK_SE = 4  # the simulated zero-block fraction lies within this many standard errors of the theory
 EXACT_TOLERANCE, EXACT_SE = 0.02, 4.0  # the exact model vs simulation: within 2% or 4 standard errors per point
-
-
-def _pct(x: float) -> str:
-    return f"{x:+.3%}"
 
 
 def _point(p: Mapping[str, Any]) -> str:
@@ -116,7 +113,7 @@ def onset_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Wind
     found = "no point inverts" if onset is None else f"onset at {_point(points[onset])}"
     detail = (f"sigma* = {sigma_star:.3g} ({label}) at sweep position {predicted:.2f}; {found}; UE4M3 "
               f"ppl({pair[0]})/ppl({pair[1]}) - 1: " + ", ".join(
-                  f"{_point(p)} {_pct(r.value)} [{_pct(r.low)}, {_pct(r.high)}]"
+                  f"{_point(p)} {signed_percent(r.value, 3)} [{signed_percent(r.low, 3)}, {signed_percent(r.high, 3)}]"
                   for p, r in zip(points, ratios, strict=True)))
     return judge(spec, estimate, detail=detail, evidence=cited)
 
@@ -137,7 +134,7 @@ def wide_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data: Windo
     keys = [(widest["model"], small), (widest["model"], large)]
     estimate = ratio_estimate(data, *keys, evidence)
     return judge(spec, estimate, detail=f"{_point(widest)}, sigma* = {sigma_star:.3g}: UE4M3 ppl({pair[0]})/"
-                 f"ppl({pair[1]}) - 1 = {_pct(estimate.value)}", evidence=[*sources, *data.sources(keys)])
+                 f"ppl({pair[1]}) - 1 = {signed_percent(estimate.value, 3)}", evidence=[*sources, *data.sources(keys)])
 
 
 def _max_over(data: Windows, keys: Sequence[tuple[tuple[str, str], tuple[str, str]]], absolute: bool,
@@ -163,8 +160,9 @@ def ue5m3_inversion_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], 
     keys = [((p["model"], small), (p["model"], large)) for p in narrow]
     estimate = _max_over(data, keys, False, evidence)
     detail = f"UE5M3 ppl({pair[0]})/ppl({pair[1]}) - 1 at the {len(narrow)} points at or below sigma* = " \
-             f"{sigma_star:.3g}: " + ", ".join(f"{_point(p)} {_pct(ratio_estimate(data, a, b, evidence).value)}"
-                                               for p, (a, b) in zip(narrow, keys, strict=True))
+             f"{sigma_star:.3g}: " + ", ".join(
+                 f"{_point(p)} {signed_percent(ratio_estimate(data, a, b, evidence).value, 3)}"
+                 for p, (a, b) in zip(narrow, keys, strict=True))
     return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
 
@@ -178,7 +176,7 @@ def equivalence_claim(spec: ClaimSpec, points: Sequence[Mapping[str, Any]], data
              (p["model"], cell_name(element, "ue4m3s", block_size, weights_only))) for p in points]
     estimate = _max_over(data, keys, True, evidence)
     detail = f"ppl(UE5M3) / ppl(UE4M3-S) - 1 at block {block_size}: " + ", ".join(
-        f"{_point(p)} {_pct(ratio_estimate(data, a, b, evidence).value)}"
+        f"{_point(p)} {signed_percent(ratio_estimate(data, a, b, evidence).value, 3)}"
         for p, (a, b) in zip(points, keys, strict=True))
     return judge(spec, estimate, detail=detail, evidence=[*sources, *data.sources(k for ab in keys for k in ab)])
 
@@ -377,22 +375,39 @@ def sweep_checks(points: Sequence[Mapping[str, Any]], data: Windows, cells: Sequ
     ]
 
 
-def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered: Mapping[str, Any],
-                 validation: Mapping[str, Any], comparison: Mapping[str, Any],
-                 theory_cells: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]],
-                 tensor_cells: Sequence[Mapping[str, Any]], data: Windows, zero_shot: Sequence[Mapping[str, Any]],
-                 evidence: Evidence, sources: Mapping[str, Sequence[str]]) -> tuple[list[Claim], list[Check]]:
-    """Every row of :data:`CLAIM_IDS` and every check. ``points``: :func:`.sweep.sweep_points` (widest first);
-    ``comparison``: both analytic models on the authors' grid (:func:`.analytic_models.compare`); ``evidence``:
-    the workflow's interval settings, the same for every row; ``sources``: the artifact paths behind each kind of
-    evidence (``preregistered``, ``validation``, ``comparison``, ``theory``, ``tensors``, ``zero_shot``; a
-    perplexity row cites its own cells from ``data.paths``). The paper's rows take the paper model's ``sigma*``
-    (``crossover_paper``), ``sweep_inversion_onset_exact`` ours (``crossover``). ValueError naming a claim id the
-    config lacks or does not know."""
+@dataclass(frozen=True)
+class Study:
+    """What the claims read: the sweep's ``element`` format, the pre-registration (:mod:`.sweep`: the block pair and
+    both models' crossovers), the theory's ``validation`` by simulation, both analytic models on the authors' grid
+    (``comparison``, :func:`.analytic_models.compare`), the ``theory_cells``, the sweep ``points``
+    (:func:`.sweep.sweep_points`, widest first), their ``tensor_cells`` (:func:`.tensors.tensor_cell`), the windows
+    of their perplexity cells (``data``), the ``zero_shot`` records, and ``sources``: the artifact paths behind each
+    kind of evidence (``preregistered``, ``validation``, ``comparison``, ``theory``, ``tensors``, ``zero_shot``; a
+    perplexity row cites its own cells from ``data.paths``)."""
+
+    element: str
+    preregistered: Mapping[str, Any]
+    validation: Mapping[str, Any]
+    comparison: Mapping[str, Any]
+    theory_cells: Sequence[Mapping[str, Any]]
+    points: Sequence[Mapping[str, Any]]
+    tensor_cells: Sequence[Mapping[str, Any]]
+    data: Windows
+    zero_shot: Sequence[Mapping[str, Any]]
+    sources: Mapping[str, Sequence[str]]
+
+
+def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> ClaimsResult:
+    """The claims table (:data:`common.report.PaperClaims`): every row of :data:`CLAIM_IDS` and every check;
+    ``evidence``, the workflow's interval settings, serves every row. The paper's rows take the paper model's
+    ``sigma*`` (``crossover_paper``), ``sweep_inversion_onset_exact`` ours (``crossover``). ValueError naming a
+    claim id the config lacks or does not know."""
     missing, unknown = sorted(set(CLAIM_IDS) - set(specs)), sorted(set(specs) - set(CLAIM_IDS))
     if missing or unknown:
         raise ValueError(f"claims: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; the claims "
                          f"computed here are {', '.join(CLAIM_IDS)}")
+    preregistered, points, data, sources = study.preregistered, study.points, study.data, study.sources
+    element, comparison = study.element, study.comparison
     pair, sigma_star = preregistered["pair"], preregistered["crossover_paper"]["ue4m3"]
     level = evidence.level
     sweep = [*sources["preregistered"], *sources["tensors"]]  # + each row's own cells (data.paths)
@@ -402,17 +417,17 @@ def paper_claims(specs: Mapping[str, ClaimSpec], *, element: str, preregistered:
             onset_claim(specs["sweep_inversion_onset_exact"], *exact_ppl, label="pre-registered, our exact model"),
             wide_claim(specs["sweep_wide_no_inversion"], *ppl),
             ue5m3_inversion_claim(specs["sweep_ue5m3_no_inversion"], *ppl),
-            *tensor_claims(specs, tensor_cells, pair, level, [*sources["preregistered"], *sources["tensors"]]),
+            *tensor_claims(specs, study.tensor_cells, pair, level, [*sources["preregistered"], *sources["tensors"]]),
             *(equivalence_claim(specs[cid], points, data, element, pair[0], weights_only, evidence, sweep)
               for cid, weights_only in (("ue5m3_matches_ue4m3s_perplexity", True),
                                         ("ue5m3_matches_ue4m3s_perplexity_activations", False))),
-            *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, zero_shot, element, pair[0],
+            *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, study.zero_shot, element, pair[0],
                               evidence, [*sources["tensors"], *sources["zero_shot"]])
               for task in ZERO_SHOT_ACCURACY),
             paper_model_claim(specs["paper_model_matches_simulation"], comparison, level, sources["comparison"]),
             zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"]),
             exact_advantage_claim(specs["exact_model_beats_paper_model"], comparison, level, sources["comparison"])]
-    checks = [*theory_checks(theory_cells, validation, sources["theory"], sources["validation"][0]),
-              exact_model_check(validation, comparison, [*sources["validation"], *sources["comparison"]]),
-              *sweep_checks(points, data, tensor_cells, sources["tensors"])]
-    return rows, checks
+    checks = [*theory_checks(study.theory_cells, study.validation, sources["theory"], sources["validation"][0]),
+              exact_model_check(study.validation, comparison, [*sources["validation"], *sources["comparison"]]),
+              *sweep_checks(points, data, study.tensor_cells, sources["tensors"])]
+    return ClaimsResult(rows, checks)

@@ -24,16 +24,43 @@ MSL_COMPARISON = f"{MSL_DIR}/paper_model/comparison.json"
 MSL_PTQ_CELLS = [
     f"{MSL_ELEMENT}-{variant}-b{block}" for variant in MSL["model"]["variants"] for block in MSL["model"]["block_sizes"]
 ]
-MSL_FIGURES = [
-    *(f"theory-vs-simulation-{scale}" for scale in MSL["scales"]),
-    *(f"parts-{scale}-b{min(MSL['theory']['block_sizes'])}" for scale in MSL["scales"]),
-    "fit",
-    "crossovers",
-    *(f"paper-model-{scale}" for scale in MSL["paper_model"]["scales"]),
-    *(f"tensors-{m}" for m in MSL_TENSOR_MODELS),
-    *(f"gap-{m}" for m in MSL_MODELS),
-    "sweep",
-]
+MSL_VALIDATION = f"{MSL_DIR}/validation.json"
+MSL_PARTS_BLOCK = min(MSL["theory"]["block_sizes"])
+MSL_PAPER_MODEL_BLOCKS = " ".join(str(n) for n in MSL["paper_model"]["figure_blocks"])
+
+
+def msl_theory_cell(scale):
+    return f"{MSL_DIR}/theory/{MSL_ELEMENT}-{scale}-absmax.json"
+
+
+# Every figure of the report, in its order: id (<kind> or <kind>-<detail>, papers.microscaling_limits.figures) -> what
+# the figure rule runs (figure_step)
+MSL_FIGURE_PLANS = {
+    **{
+        f"theory-vs-simulation-{scale}": figure_step("theory-vs-simulation", [msl_theory_cell(scale), MSL_VALIDATION])
+        for scale in MSL["scales"]
+    },
+    **{
+        f"parts-{scale}-b{MSL_PARTS_BLOCK}": figure_step(
+            "parts", [msl_theory_cell(scale)], f"--block {MSL_PARTS_BLOCK}"
+        )
+        for scale in MSL["scales"]
+    },
+    "fit": figure_step("fit", [MSL_VALIDATION]),
+    "crossovers": figure_step(
+        "crossovers", [MSL_VALIDATION, *(f"{MSL_DIR}/tensors/{m}.json" for m in MSL_TENSOR_MODELS)]
+    ),
+    **{
+        f"paper-model-{scale}": figure_step(
+            "paper-model", [MSL_COMPARISON], f"--scale {scale} --blocks {MSL_PAPER_MODEL_BLOCKS}"
+        )
+        for scale in MSL["paper_model"]["scales"]
+    },
+    **{f"tensors-{m}": figure_step("tensors", [f"{MSL_DIR}/tensors/{m}.json"]) for m in MSL_TENSOR_MODELS},
+    **{f"gap-{m}": figure_step("gap", [f"{MSL_DIR}/ptq/{m}/summary.json"]) for m in MSL_MODELS},
+    "sweep": figure_step("sweep", [f"{MSL_DIR}/sweep/summary.json"]),
+}
+MSL_FIGURES = list(MSL_FIGURE_PLANS)
 
 
 def msl_part(*keys):

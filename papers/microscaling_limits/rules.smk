@@ -1,8 +1,9 @@
 # Is finer better? (microscaling limits): analytic MSE curves (theory cells), Monte Carlo curves (simulation
 # cells), their comparison with the crossovers, real weight tensors, the perplexity gap per block size and
 # scale variant, the function-preserving sweep of the base model (pre-registered crossover, tensor studies,
-# perplexity and zero-shot cells per sweep point), figures (one rule each), claims, and the report context that
-# workflow/rules/report.smk renders to reports/microscaling_limits.html. Every cell is a file target, e.g.
+# perplexity and zero-shot cells per sweep point), figures (one rule, the figure id a wildcard), claims, and the
+# report context that workflow/rules/report.smk renders to reports/microscaling_limits.html. Every cell is a file
+# target, e.g.
 #   results/microscaling_limits/simulation/e2m1-ue4m3-b16-absmax.json
 #   results/microscaling_limits/ptq/small/e2m1-ue5m3-b8.json            (every block Linear, weights + activations)
 #   results/microscaling_limits/ptq/small-c0.1/e2m1-ue4m3-b16-weights.json   (sweep point c=0.1, moved weights)
@@ -73,7 +74,7 @@ rule msl_validation:
     input:
         MSL_SIM_CELLS,
     output:
-        f"{MSL_DIR}/validation.json",
+        MSL_VALIDATION,
     log:
         f"{LOGS}/microscaling_limits/validation.log",
     conda:
@@ -300,176 +301,30 @@ rule msl_gap_summary:
         " --unquantized {input.unquantized} --cells {input.cells} --out {output} > {log} 2>&1"
 
 
-rule msl_figure_theory_vs_simulation:
-    """Figure: theory curves over simulation points for one scale format."""
+rule msl_figure:
+    """One figure of the report, PNG and PDF: its kind, inputs and options from MSL_FIGURE_PLANS (helpers.smk)."""
     input:
-        theory=f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-absmax.json",
-        validation=f"{MSL_DIR}/validation.json",
+        lambda w: MSL_FIGURE_PLANS[w.figure]["inputs"],
     output:
         png=report(
-            f"{MSL_DIR}/figures/theory-vs-simulation-{{scale}}.png",
+            f"{MSL_DIR}/figures/{{figure}}.png",
             caption="report/figure.rst",
             category="Is finer better?",
-            subcategory="theory",
+            subcategory="{figure}",
         ),
-        pdf=f"{MSL_DIR}/figures/theory-vs-simulation-{{scale}}.pdf",
+        pdf=f"{MSL_DIR}/figures/{{figure}}.pdf",
     log:
-        f"{LOGS}/microscaling_limits/figures/theory-vs-simulation-{{scale}}.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure theory-vs-simulation --inputs {input.theory} {input.validation}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule msl_figure_parts:
-    """Figure: the three contributions of the theory's MSE at one block size."""
-    input:
-        f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-absmax.json",
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/parts-{{scale}}-b{{block}}.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="theory",
-        ),
-        pdf=f"{MSL_DIR}/figures/parts-{{scale}}-b{{block}}.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/parts-{{scale}}-b{{block}}.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure parts --inputs {input} --block {wildcards.block}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule msl_figure_fit:
-    """Figure: theory / simulation - 1 at every simulated point."""
-    input:
-        f"{MSL_DIR}/validation.json",
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/fit.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="theory",
-        ),
-        pdf=f"{MSL_DIR}/figures/fit.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/fit.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure fit --inputs {input} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
-
-
-rule msl_figure_crossovers:
-    """Figure: crossover sigma per block size and scale with the models' weight sigma ranges."""
-    input:
-        validation=f"{MSL_DIR}/validation.json",
-        tensors=expand(f"{MSL_DIR}/tensors/{{model}}.json", model=MSL_TENSOR_MODELS),
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/crossovers.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="theory",
-        ),
-        pdf=f"{MSL_DIR}/figures/crossovers.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/crossovers.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure crossovers --inputs {input.validation} {input.tensors}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule msl_figure_paper_model:
-    """Figure: the paper's analytic model, ours and the simulation on the authors' grid for one scale format."""
-    input:
-        MSL_COMPARISON,
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/paper-model-{{scale}}.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="theory",
-        ),
-        pdf=f"{MSL_DIR}/figures/paper-model-{{scale}}.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/paper-model-{{scale}}.log",
+        f"{LOGS}/microscaling_limits/figures/{{figure}}.log",
+    wildcard_constraints:
+        figure="|".join(re.escape(f) for f in MSL_FIGURES),
     conda:
         CONDA_ENV
     params:
-        blocks=" ".join(str(n) for n in MSL["paper_model"]["figure_blocks"]),
+        kind=lambda w: MSL_FIGURE_PLANS[w.figure]["kind"],
+        options=lambda w: MSL_FIGURE_PLANS[w.figure]["options"],
     shell:
-        "python -m papers.microscaling_limits figure paper-model --inputs {input} --scale {wildcards.scale}"
-        " --blocks {params.blocks} --png {output.png} --pdf {output.pdf} > {log} 2>&1"
-
-
-rule msl_figure_tensors:
-    """Figure: measured vs predicted MSE of one model's weight tensors."""
-    input:
-        f"{MSL_DIR}/tensors/{{model}}.json",
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/tensors-{{model}}.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="weight tensors",
-        ),
-        pdf=f"{MSL_DIR}/figures/tensors-{{model}}.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/tensors-{{model}}.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure tensors --inputs {input} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
-
-
-rule msl_figure_gap:
-    """Figure: perplexity gap vs block size per scale variant for one model."""
-    input:
-        f"{MSL_DIR}/ptq/{{model}}/summary.json",
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/gap-{{model}}.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="model study",
-        ),
-        pdf=f"{MSL_DIR}/figures/gap-{{model}}.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/gap-{{model}}.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure gap --inputs {input} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
-
-
-rule msl_figure_sweep:
-    """Figure: the sweep's ppl(n)/ppl(2n) - 1 vs sigma with intervals and sigma*, and the gaps at block n."""
-    input:
-        f"{MSL_DIR}/sweep/summary.json",
-    output:
-        png=report(
-            f"{MSL_DIR}/figures/sweep.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="sweep",
-        ),
-        pdf=f"{MSL_DIR}/figures/sweep.pdf",
-    log:
-        f"{LOGS}/microscaling_limits/figures/sweep.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m papers.microscaling_limits figure sweep --inputs {input} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
+        "python -m papers.microscaling_limits figure {params.kind} --inputs {input} {params.options}"
+        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
 
 
 rule msl_claims:
@@ -477,7 +332,7 @@ rule msl_claims:
     implementation checks (a failed check fails this job)."""
     input:
         preregistered=MSL_PREREGISTERED,
-        validation=f"{MSL_DIR}/validation.json",
+        validation=MSL_VALIDATION,
         comparison=MSL_COMPARISON,
         theory=expand(
             f"{MSL_DIR}/theory/{MSL_ELEMENT}-{{scale}}-{{method}}.json", scale=MSL["scales"], method=MSL["rules"]
@@ -506,7 +361,7 @@ rule msl_claims:
 rule msl_context:
     """The report context: figures, tables, claims, provenance, rerun commands and the cited artifacts."""
     input:
-        validation=f"{MSL_DIR}/validation.json",
+        validation=MSL_VALIDATION,
         comparison=MSL_COMPARISON,
         tensors=expand(f"{MSL_DIR}/tensors/{{model}}.json", model=MSL_TENSOR_MODELS),
         models=expand(f"{MSL_DIR}/ptq/{{model}}/summary.json", model=MSL_MODELS),

@@ -2,8 +2,9 @@
 ParetoQ quantizers, periodic interpolation of the latent weights toward their quantized values and training noise
 (``common.qat.lowbit``, ``common.winq``), and the Hessian spectrum that motivates them (``common.analysis.hessian``).
 
-Status: the configuration (``config.yaml``, :mod:`.settings`: the 24-run grid of 6 bit-width settings x 4 methods),
-the run step (:mod:`.run`: one QAT run, its validation-perplexity curve and a checkpoint that
-:func:`.run.load_lowbit_model` rebuilds exactly) and the Hessian cell (:mod:`.hessian`) exist; the rules, claims and
-report come next. ``python -m papers.winq --help`` lists the steps.
+The pipeline (``rules.smk``; ``snakemake reports/winq.html``): :mod:`.settings` (config and the grid of bit-width
+settings x methods) -> :mod:`.run` (one QAT run of one seed: its validation-perplexity curve and diagnostics) -> the
+shared checkpoint quantization and evaluation, and :mod:`.hessian` (one Hessian spectrum per cell) -> :mod:`.study`
+(the summary) -> :mod:`.figures`, :mod:`.regime`, :mod:`.claims` -> :mod:`.context` (the report).
+``python -m papers.winq --help`` lists the steps.
 """

@@ -118,21 +118,21 @@ def figure(args: argparse.Namespace) -> None:
 def claims(args: argparse.Namespace) -> None:
     from common.models import load_causal_lm
     from common.ptq.checkpoint import QUANT_CONFIG_FILE
-    from common.report import claim_specs, claims_document
+    from common.report import write_claims
 
-    from .claims import Study, study_checks, study_claims
+    from . import claims as paper
     from .regime import regime_card
 
     require_paths({"--base-model": args.base_model})
     config = json_object(args.config_json)
     evaluations = {evaluation_key(p): p for p in args.evaluations}
-    study = Study(summary=read_json(args.summary), evaluations={c: read_json(p) for c, p in evaluations.items()},
-                  quantized={cell_of_path(p): read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
-                  summary_path=args.summary, evaluation_paths=evaluations)
-    rows = study_claims(claim_specs(config["claims"]), study,
-                        evidence_settings(args), config["settings"])
+    study = paper.Study(summary=read_json(args.summary),
+                        evaluations={c: read_json(p) for c, p in evaluations.items()},
+                        quantized={cell_of_path(p): read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
+                        summary_path=args.summary, evaluation_paths=evaluations,
+                        configured_settings=config["settings"])
     card = regime_card(config, dict(load_causal_lm(args.base_model).named_parameters()))
-    write_json(args.out, claims_document(rows, study_checks(study), card))
+    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args), card, "winq")
 
 
 def context(args: argparse.Namespace) -> None:

@@ -52,8 +52,8 @@ import numpy as np
 
 from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
 from common.qat.run import seed_cell
-from common.report import Check, Claim, ClaimSpec, judge
-from common.uncertainty import Estimate, Evidence, Sums, perplexity, seed_interval
+from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
+from common.uncertainty import Evidence, Sums, perplexity, seed_estimate, trajectory_estimate
 
 from .study import cell_of, hessian_of, improvement, row_of
 
@@ -86,14 +86,16 @@ def claims_config(config: Mapping[str, Any]) -> dict[str, Any]:
 class Study:
     """What the claims read: the study's ``summary`` (:func:`papers.winq.study.study_summary`), each training cell's
     evaluation record (per-window and per-example scores; ``base`` too) and its checkpoint's
-    ``quantization_config.json``, and the paths the rows cite (``summary_path``; ``evaluation_paths``: cell -> its
-    evaluation record)."""
+    ``quantization_config.json``, the paths the rows cite (``summary_path``; ``evaluation_paths``: cell -> its
+    evaluation record), and ``configured_settings``: every setting of the config, in config order (a per-setting
+    row each; one outside this profile's study is not testable)."""
 
     summary: Mapping[str, Any]
     evaluations: Mapping[str, Mapping[str, Any]]
     quantized: Mapping[str, Mapping[str, Any]]
     summary_path: str
     evaluation_paths: Mapping[str, str]
+    configured_settings: Sequence[str]
 
     def evaluation(self, cell: str) -> Mapping[str, Any]:
         """The evaluation record of ``cell`` (ValueError naming a cell without one)."""
@@ -150,19 +152,12 @@ def no_settings(methods: Sequence[str], study: Study) -> str:
             f"{' and '.join(methods)} on the seeds")
 
 
-def shared_seed_estimate(columns: Mapping[str, np.ndarray], per_seed: Callable[[Sums, int], Any],
-                         seeds: Sequence[int], evidence: Evidence, unit: str) -> tuple[Estimate, list[float]]:
-    """:func:`common.uncertainty.seed_interval` of the seed mean of ``per_seed(sums, seed)``, widened by its paired
-    bootstrap over ``unit`` (the same resample of the shared units for every seed), and the per-seed values."""
-    full = {name: np.asarray(np.asarray(v, dtype=np.float64).sum()) for name, v in columns.items()}
-    values = [float(per_seed(full, s)) for s in seeds]
-    shared = evidence.paired(columns, lambda sums: sum(per_seed(sums, s) for s in seeds) / len(seeds), unit)
-    return seed_interval(values, shared, level=evidence.level), values
-
-
-def trajectory_estimate(values: Sequence[float], evidence: Evidence) -> Estimate | None:
-    """The t-interval over seeds of trajectory statistics (None for one seed)."""
-    return seed_interval(values, level=evidence.level) if len(values) > 1 else None
+def trajectory_row(spec: ClaimSpec, study: Study, evidence: Evidence, values: Sequence[float], detail: str) -> Claim:
+    """The row of a trajectory statistic from the summary, one value per seed: its t-interval over seeds
+    (:func:`common.uncertainty.trajectory_estimate`); not testable on one seed (:data:`ONE_SEED`)."""
+    if len(values) < 2:
+        return not_testable(spec, ONE_SEED, [study.summary_path], detail)
+    return judge(spec, trajectory_estimate(values, evidence), detail=detail, evidence=[study.summary_path])
 
 
 def per_seed_text(seeds: Sequence[int], values: Sequence[float], fmt: str = "{:+.3g}") -> str:
@@ -188,7 +183,7 @@ def improvement_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, mode
     def per_seed(sums: Sums, k: int) -> Any:
         return sum(PERCENT * improvement(perplexity(sums, m), perplexity(sums, r)) for m, r in pairs[k]) / len(settings)
 
-    estimate, values = shared_seed_estimate(columns, per_seed, seeds, evidence, "test windows")
+    estimate, values = seed_estimate(columns, per_seed, seeds, evidence, "test windows")
     def mean_ppl(run: str) -> float:
         return float(np.mean([study.evaluation(seed_cell(run, k))["metrics"]["perplexity"]["perplexity"]
                               for k in seeds]))
@@ -238,7 +233,7 @@ def zero_shot(spec: ClaimSpec, study: Study, evidence: Evidence, *, task: str) -
     def per_seed(sums: Sums, k: int) -> Any:
         return sum(PERCENT * (sums[m] - sums[r]) / n for m, r in pairs[k]) / len(settings)
 
-    estimate, values = shared_seed_estimate(columns, per_seed, seeds, evidence, f"{task} examples")
+    estimate, values = seed_estimate(columns, per_seed, seeds, evidence, f"{task} examples")
     parts = [f"{setting_label(study.setting(s))}: {task} {fields.metric} "
              f"{np.mean([columns[seed_cell(f'{s}-baseline', k)].mean() for k in seeds]):.3f} (baseline) -> "
              f"{np.mean([columns[seed_cell(f'{s}-winq', k)].mean() for k in seeds]):.3f} (winq)" for s in settings]
@@ -282,10 +277,7 @@ def speedup(spec: ClaimSpec, study: Study, evidence: Evidence, setting: str) -> 
               f"{per_seed_text(seeds, values, '{:.2f}x')}"
               + (f" (never reached by {seeds_text(never)}: counted at step {steps + every})" if never else "")
               + f"; {speedup_resolution(float(np.mean(baseline_steps)), every, spec.prediction.threshold)}")
-    estimate = trajectory_estimate(values, evidence)
-    if estimate is None:
-        return not_testable(spec, ONE_SEED, [study.summary_path], detail)
-    return judge(spec, estimate, detail=detail, evidence=[study.summary_path])
+    return trajectory_row(spec, study, evidence, values, detail)
 
 
 # ------------------------------------------------------------------------------------------ the training dynamics
@@ -306,10 +298,7 @@ def trajectory_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, metho
     values = [float(np.mean([per_setting[s][i] for s in settings])) for i in range(len(seeds))]
     detail = "; ".join(f"{setting_label(study.setting(s))}: {what} {per_seed_text(seeds, per_setting[s], '{:.3g}')}"
                        for s in settings)
-    estimate = trajectory_estimate(values, evidence)
-    if estimate is None:
-        return not_testable(spec, ONE_SEED, [study.summary_path], detail)
-    return judge(spec, estimate, detail=detail, evidence=[study.summary_path])
+    return trajectory_row(spec, study, evidence, values, detail)
 
 
 def grad_norm_decay(rows: Mapping[str, Mapping[str, Any]]) -> float:
@@ -435,7 +424,7 @@ def spectrum_claim(spec: ClaimSpec, study: Study, evidence: Evidence, *, runs: S
         return not_testable(spec, reason, [study.summary_path])
     cells = [c for k in seeds for c in by_seed[k]]
     columns = spectrum_columns(cells, quantities)
-    estimate, values = shared_seed_estimate(columns, lambda sums, k: per_cells(sums, by_seed[k]), seeds, evidence,
+    estimate, values = seed_estimate(columns, lambda sums, k: per_cells(sums, by_seed[k]), seeds, evidence,
                                             "SLQ probes")
     return judge(spec, estimate, detail=f"{spectrum_detail(cells)}; {per_seed_text(seeds, values)}",
                  evidence=[study.summary_path])
@@ -579,12 +568,12 @@ def per_setting_settings(study: Study) -> list[str]:
             and study.compares(s, "winq", "baseline")]
 
 
-def study_claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence,
-                 settings: Sequence[str]) -> list[Claim]:
-    """Every row, in the report's order: the fixed rows, the per-setting rows (``settings``: every configured
-    setting, in config order; a spec of one the study does not compare is not testable, with the reason), the
-    pooled rows. ValueError naming spec ids the code does not know, and the missing ones (every fixed and pooled id,
-    and each per-setting prefix for every setting of :func:`per_setting_settings`)."""
+def claim_rows(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> list[Claim]:
+    """Every row, in the report's order: the fixed rows, the per-setting rows (for every configured setting, in
+    config order; a spec of one the study does not compare is not testable, with the reason), the pooled rows.
+    ValueError naming spec ids the code does not know, and the missing ones (every fixed and pooled id, and each
+    per-setting prefix for every setting of :func:`per_setting_settings`)."""
+    settings = study.configured_settings
     study_settings = list(study.summary["settings"])
     outside = [s for s in study_settings if s not in settings]
     if outside:
@@ -747,3 +736,9 @@ def study_checks(study: Study) -> list[Check]:
     """The implementation checks run with the claims (a failed one fails the build)."""
     return [paired_units_check(study), scores_check(study), spectrum_check(study), bits_per_weight_check(study),
             interpolation_check(study), codes_kept_check(study), seed_check(study)]
+
+
+def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> ClaimsResult:
+    """The claims table (:data:`common.report.PaperClaims`): every row of :func:`claim_rows` and every check of
+    :func:`study_checks`."""
+    return ClaimsResult(claim_rows(specs, study, evidence), study_checks(study))

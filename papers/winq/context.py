@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from common.report import assemble, provenance, rerun_entries, setup_rows
+from common.report import assemble, provenance, rerun_entries, setup_rows, signed_percent
 from common.train import TrainConfig
 
 from .settings import GROUPS, KEY, interpolation_every, learning_rate_group, run_steps
@@ -57,10 +57,6 @@ PAPER = {
 }
 
 
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:+.2%}"
-
-
 def _speedup(value: float | None) -> str:
     return "not reached" if value is None else f"{value:.2f}x"
 
@@ -75,7 +71,7 @@ def run_table(summary: Mapping[str, Any]) -> dict[str, Any]:
              f"{r['test_perplexity']:.4g}{_sd(r['test_perplexity_sd'])}",
              *(f"{np.mean([c['metrics'][m] for c in summary['cells'] if c['run'] == r['run']]):.4g}"
                for m in ACCURACIES),
-             _pct(r["improvement"]), "" if r["bits_per_weight"] is None else f"{r['bits_per_weight']:.2f}"]
+             signed_percent(r["improvement"]), "" if r["bits_per_weight"] is None else f"{r['bits_per_weight']:.2f}"]
             for r in summary["runs"]]
     base = summary["base"]
     rows.append(["base model (full precision)", "", "", "", "", "", f"{base['perplexity']:.4g}",

@@ -24,7 +24,10 @@ from common.uncertainty import (
     perplexity,
     perplexity_columns,
     resample_counts,
+    seed_estimate,
+    seed_interval,
     t_interval,
+    trajectory_estimate,
 )
 
 
@@ -316,8 +319,6 @@ def test_block_bootstrap_refuses_a_bad_level():
 
 
 def test_seed_interval_combines_seed_and_shared_sampling():
-    from common.uncertainty import seed_interval
-
     values = [0.01, 0.03, 0.02]
     # no shared sampling: exactly the t-interval over seeds (scipy)
     plain = seed_interval(values)
@@ -341,3 +342,40 @@ def test_seed_interval_combines_seed_and_shared_sampling():
         seed_interval([0.0, 0.1], shared)
     with pytest.raises(ValueError, match="finite per-seed values"):
         seed_interval([0.0, float("nan")])
+
+
+def test_seed_estimate_pairs_the_seeds_on_one_resample_of_the_shared_units():
+    """Two seeds, each a model and its reference scored on the same 8 windows: ``d_k`` is the per-seed perplexity
+    ratio minus 1 from the full sums, and the interval widens the seed spread by the paired bootstrap of their mean
+    (the same draw for every column)."""
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(50, 100, size=8).astype(float)
+    nll = {name: tokens * (3.0 + rng.normal(0, 0.1, size=8)) for name in ("m0", "r0", "m1", "r1")}
+    columns = {col: values for name in nll for col, values in perplexity_columns(name, nll[name], tokens).items()}
+    evidence = Evidence(0.95, 1000, 7)
+
+    def ratio(sums, k):
+        return perplexity(sums, f"m{k}") / perplexity(sums, f"r{k}") - 1
+
+    estimate, values = seed_estimate(columns, ratio, [0, 1], evidence, "windows")
+    assert values == pytest.approx([math.exp(nll[f"m{k}"].sum() / tokens.sum() - nll[f"r{k}"].sum() / tokens.sum())
+                                    - 1 for k in (0, 1)], rel=1e-12)
+    shared = evidence.paired(columns, lambda sums: (ratio(sums, 0) + ratio(sums, 1)) / 2, "windows")
+    assert estimate == seed_interval(values, shared)
+    assert estimate.method.endswith("(paired bootstrap over 8 windows (1000 resamples, seed 7, percentile))")
+    one, [value] = seed_estimate(columns, ratio, [1], evidence, "windows")  # one seed: the bootstrap alone
+    alone = evidence.paired(columns, lambda sums: ratio(sums, 1), "windows")
+    assert (one.value, one.low, one.high) == (value, alone.low, alone.high)
+    assert one.method.endswith("; 1 seed: no seed-to-seed variation")
+
+
+def test_trajectory_estimate_is_the_t_interval_over_seeds_or_the_one_run_s_own():
+    evidence = Evidence(0.9, 1000, 0)
+    assert trajectory_estimate([0.1, 0.3, 0.2], evidence) == t_interval([0.1, 0.3, 0.2], level=0.9)
+    along = Estimate(0.2, 0.15, 0.25, "circular block bootstrap over 12 steps", 0.9)
+    assert trajectory_estimate([0.1, 0.3], evidence, lambda: along) == t_interval([0.1, 0.3], level=0.9)  # unused
+    single = trajectory_estimate([0.2], evidence, lambda: along)
+    assert (single.value, single.low, single.high) == (0.2, 0.15, 0.25)
+    assert single.method == "circular block bootstrap over 12 steps; 1 seed: no seed-to-seed variation"
+    with pytest.raises(ValueError, match="one seed and no shared evaluation interval"):
+        trajectory_estimate([0.2], evidence)

@@ -2,20 +2,24 @@
 boundaries), specs read from config with named errors, rows that refuse a verdict the rule does not give, and
 implementation checks that fail the build."""
 
+import json
+
 import pytest
 
 from common.report.claims import (
     VERDICTS,
     Check,
     Claim,
+    ClaimsResult,
     ImplementationCheckFailed,
     Prediction,
     claim_specs,
     claims_document,
     judge,
     verdict_counts,
+    write_claims,
 )
-from common.uncertainty import Estimate
+from common.uncertainty import Estimate, Evidence
 
 SPEC = {"group": "4/6 at block 4", "statement": "4/6 shrinks the block-4 gap", "paper": "0.725 -> 0.270",
         "statistic": "relative change of the block-4 gap", "direction": "below", "threshold": -0.3,
@@ -95,3 +99,31 @@ def test_claims_document_counts_and_fails_on_a_broken_check():
         claims_document([rows[0], rows[0]], [])
     with pytest.raises(ValueError, match="unknown verdicts"):
         verdict_counts(["partly"])
+
+
+def planted_claims(specs, study, evidence):
+    """A paper's entry point (common.report.PaperClaims) on a planted study: each spec's interval from ``study``."""
+    rows = [judge(spec, _est(*study[cid]), detail=f"level {evidence.level}") for cid, spec in specs.items()]
+    return ClaimsResult(rows, [Check("planted", "the study is planted", f"{len(study)} intervals", True)])
+
+
+def test_write_claims_runs_a_paper_s_entry_point_and_writes_its_document(tmp_path):
+    out = tmp_path / "claims.json"
+    study = {"a": (-0.7, -0.5), "b": (-0.2, 0.1)}
+    document = write_claims(out, planted_claims, {"a": SPEC, "b": SPEC}, study, Evidence(0.9, 1000, 0), [], "demo")
+    assert json.loads(out.read_text()) == document
+    assert [(c["id"], c["verdict"], c["detail"]) for c in document["claims"]] == [
+        ("a", "reproduced", "level 0.9"), ("b", "contradicted", "level 0.9")]
+    assert [c["id"] for c in document["checks"]] == ["planted"]
+    with pytest.raises(ValueError, match=r"demo\.claims\.a: missing \['source'\]"):
+        write_claims(out, planted_claims, {"a": {k: v for k, v in SPEC.items() if k != "source"}}, study,
+                     Evidence(0.9, 1000, 0), [], "demo")
+
+
+def test_write_claims_writes_nothing_when_a_check_fails(tmp_path):
+    def failing(specs, study, evidence):
+        return ClaimsResult([], [Check("broken", "an identity", "off by 1", False)])
+
+    with pytest.raises(ImplementationCheckFailed, match="broken"):
+        write_claims(tmp_path / "claims.json", failing, {}, None, Evidence(0.95, 1000, 0), [], "demo")
+    assert not (tmp_path / "claims.json").exists()

@@ -144,6 +144,12 @@ def report_pages(wildcards):
     return expand(f"{REPORTS}/{{paper}}.html", paper=PAPERS)
 
 
+def figure_step(kind, inputs, options=""):
+    """What a paper's figure rule runs for one figure id: ``python -m papers.<paper> figure <kind>`` on ``inputs`` (in
+    the order the step reads them) with ``options``."""
+    return {"kind": kind, "inputs": inputs, "options": options}
+
+
 # papers (papers/*/helpers.smk)
 def json_arg(value):
     """``value`` as one shell-quoted canonical JSON argument (a rule's --config-json)."""

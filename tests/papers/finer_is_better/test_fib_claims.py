@@ -9,12 +9,19 @@ import math
 import pytest
 from fib_testing import CONFIG, GRID, SPECS, THRESHOLDS, planted_cells, point_summary
 
-from common.report import claims_document
+from common.report import claim_specs, claims_document
 from common.report.claims import ImplementationCheckFailed
 from common.uncertainty import Evidence
 from papers.finer_is_better.__main__ import main
 from papers.finer_is_better.authors import RESULTS, gap, load_results
-from papers.finer_is_better.claims import all_claims, numerical_checks, numerical_claims, paper_gap_claims, sweeps_of
+from papers.finer_is_better.claims import (
+    Study,
+    claims,
+    numerical_checks,
+    numerical_claims,
+    paper_gap_claims,
+    sweeps_of,
+)
 from papers.finer_is_better.numerical import summary
 from papers.finer_is_better.regime import regime_card, reversal_sigma
 
@@ -121,8 +128,14 @@ def planted_sweep(**changes):
     return list(points.values())
 
 
+def table(points, config=CONFIG):
+    """The claims entry point on the planted numerical study and sweep ``points`` (paths ``n.json``, ``m.json``)."""
+    return claims(claim_specs(config["claims"]), Study(config, numerical_summary(), points, "n.json", ["m.json"]),
+                  EVIDENCE)
+
+
 def sweep(points=None, config=CONFIG):
-    rows, checks = all_claims(numerical_summary(), points or planted_sweep(), config, EVIDENCE, "n.json", ["m.json"])
+    rows, checks = table(points or planted_sweep(), config)
     return {c.id: c for c in rows}, checks
 
 
@@ -172,7 +185,7 @@ def test_a_sweep_that_misses_the_regions_is_not_testable_with_its_reason():
 
 def judged(points, config=CONFIG):
     """The sweep's rows judged against the regime card of ``points`` (as the claims step does)."""
-    rows, checks = all_claims(numerical_summary(), points, config, EVIDENCE, "n.json", ["m.json"])
+    rows, checks = table(points, config)
     return {c["id"]: c for c in claims_document(rows, checks, regime_card(config, points))["claims"]}
 
 
@@ -339,7 +352,7 @@ def test_the_margin_is_below_half_of_every_variant_s_distance_from_absmax():
     assert min(distances.values()) > 2 * margin
 
 
-def test_all_claims_adds_the_paper_rows_and_cites_the_table():
+def test_claims_adds_the_paper_rows_and_cites_the_table():
     rows, _ = sweep()
     assert [cid for cid in rows if cid.startswith("gap_agrees")] == [
         f"gap_agrees_with_paper_{v}" for v in ("absmax", "four_over_six", "prevent_zero", "hierarchical")]

@@ -41,10 +41,10 @@ from common.observers import OBSERVERS
 from common.qat import TELEMETRY_FIELDS, saturation_summary
 from common.qat.run import seed_cell
 from papers.maxwindow_hif8.__main__ import last_row
-from papers.maxwindow_hif8.claims import Artifact, StudyArtifacts, telemetry_runs
+from papers.maxwindow_hif8.claims import Artifact, Study, telemetry_runs
 from papers.maxwindow_hif8.context import our_setup
 from papers.maxwindow_hif8.settings import KEY, profile_config, recipe, run_names, run_settings
-from papers.maxwindow_hif8.study import read_losses, study_summary
+from papers.maxwindow_hif8.study import observer_cell, read_losses, study_summary
 
 PAPER = Path(__file__).resolve().parents[3] / "papers" / "maxwindow_hif8"
 ROLES = ("input", "weight", "grad_output")
@@ -278,9 +278,9 @@ def build_study(directory, config=None, *, ape=PAPER_LIKE["ape"], forgetting=PAP
 
 
 def study_artifacts(study, telemetry=None):
-    """The :class:`StudyArtifacts` of a :func:`build_study` result (in memory, evaluation paths named by their
-    keys); ``telemetry``: ``(run, seed)`` -> rows (default: every run the claims read, every seed, saturating at its
-    observer's ``PAPER_LIKE`` rate)."""
+    """The claims' :class:`Study` of a :func:`build_study` result (in memory, evaluation paths named by their
+    keys, the synthetic observer study of its config); ``telemetry``: ``(run, seed)`` -> rows (default: every run the
+    claims read, every seed, saturating at its observer's ``PAPER_LIKE`` rate)."""
     config = study["config"]
     if telemetry is None:
         telemetry = {(run, seed): telemetry_rows(config, run, random_saturation(
@@ -290,11 +290,12 @@ def study_artifacts(study, telemetry=None):
                    for key, record in study["evaluations"].items()}
     losses = {cell: Artifact(path, read_losses(path)) for cell, path in study["logs"].items()}
     folder = "results/maxwindow_hif8/runs"
-    return StudyArtifacts(config, evaluations, losses,
-                          {cell: Artifact(f"{folder}/{seed_cell(*cell)}/telemetry.csv", rows)
-                           for cell, rows in telemetry.items()},
-                          {cell: Artifact(f"{folder}/{seed_cell(*cell)}/saturation.json", saturation_summary(rows))
-                           for cell, rows in telemetry.items()})
+    return Study(config, evaluations, losses,
+                 {cell: Artifact(f"{folder}/{seed_cell(*cell)}/telemetry.csv", rows)
+                  for cell, rows in telemetry.items()},
+                 {cell: Artifact(f"{folder}/{seed_cell(*cell)}/saturation.json", saturation_summary(rows))
+                  for cell, rows in telemetry.items()},
+                 Artifact("results/maxwindow_hif8/observer_study.json", observer_cell(config)))
 
 
 def summarize(study):

@@ -4,6 +4,7 @@ formula computed here, one seed (the bootstrap alone, "1 seed"), the pairing by 
 the implementation checks (a failed one stops the claims document) and the ``claims`` step end to end."""
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -34,9 +35,10 @@ from common.uncertainty import Evidence
 from papers.maxwindow_hif8.__main__ import main
 from papers.maxwindow_hif8.claims import (
     Artifact,
-    StudyArtifacts,
+    Study,
     accuracy_drop,
     claim_rows,
+    claims,
     error_ratio,
     evaluation_key,
     jitter_sums,
@@ -45,7 +47,6 @@ from papers.maxwindow_hif8.claims import (
     saturation_sums,
     step_sums,
     study_checks,
-    study_claims,
     telemetry_check,
     telemetry_runs,
     unit_score_check,
@@ -55,6 +56,7 @@ from papers.maxwindow_hif8.settings import profile_config, run_names
 from papers.maxwindow_hif8.study import observer_cell
 
 SETTINGS = Evidence(0.95, 1000, 0)
+OBSERVERS = Artifact("cell.json", observer_cell(smoke_config()))  # the synthetic study: the checks read it, no row
 SPECS = claim_specs(raw_config()["claims"])
 SEEDS = (0, 1, 2)  # the default profile's
 W = 4  # the smoke profile's warmup
@@ -113,15 +115,16 @@ def key(model, seed, role):
 
 
 def artifacts(config=None, *, evaluations=None, losses=None, telemetry=None):
-    """A :class:`StudyArtifacts` holding just the planted artifacts (path = ``<kind>:<key>``; losses and telemetry
-    by ``(run, seed)``)."""
+    """A :class:`Study` holding just the planted artifacts (path = ``<kind>:<key>``; losses and telemetry by
+    ``(run, seed)``) and the synthetic observer study."""
     telemetry = telemetry or {}
-    return StudyArtifacts(
+    return Study(
         grid() if config is None else config,
         {k: Artifact(f"eval:{k}", v) for k, v in (evaluations or {}).items()},
         {k: Artifact(f"log:{k[0]}/seed{k[1]}", v) for k, v in (losses or {}).items()},
         {k: Artifact(f"telemetry:{k[0]}/seed{k[1]}", v) for k, v in telemetry.items()},
-        {k: Artifact(f"saturation:{k[0]}/seed{k[1]}", saturation_summary(v)) for k, v in telemetry.items()})
+        {k: Artifact(f"saturation:{k[0]}/seed{k[1]}", saturation_summary(v)) for k, v in telemetry.items()},
+        OBSERVERS)
 
 
 def standardized(rng, n):
@@ -812,16 +815,16 @@ def paper(tmp_path_factory):
     return study_artifacts(build_study(tmp_path_factory.mktemp("paper"), **PAPER_LIKE))
 
 
-def test_study_claims_in_the_report_order(paper):
+def test_claims_in_the_report_order(paper):
     # the config reaches the step as key-sorted JSON: the order is the code's, and the config lists the same
     assert list(claim_rows(paper.config)) == list(SPECS)
     shuffled = dict(sorted(SPECS.items()))
-    claims = study_claims(shuffled, paper, SETTINGS)
-    assert [c.id for c in claims] == list(SPECS)
-    assert all(c.estimate is not None for c in claims)  # every observer: every run is there
-    assert {c.estimate.method for c in claims if c.id in PERPLEXITY_ROWS} == {
+    rows, checks = claims(shuffled, paper, SETTINGS)
+    assert [c.id for c in rows] == list(SPECS)
+    assert all(c.estimate is not None for c in rows)  # every observer: every run is there
+    assert {c.estimate.method for c in rows if c.id in PERPLEXITY_ROWS} == {
         SHARED.format("64 evaluation windows").replace("3 seeds", "2 seeds")}
-    by_id = {c.id: c for c in claims}
+    by_id = {c.id: c for c in rows}
     t = stats.t.ppf(0.975, 1)
     # forgetting +25% (20 vs 16) at both seeds: no spread
     assert by_id["forgets_bf16"].estimate.value == pytest.approx(0.25)
@@ -845,20 +848,19 @@ def test_study_claims_in_the_report_order(paper):
     # saturating calls quantize worse: 2^-4 vs 2^-5 planted, the ratio exactly 1
     assert by_id["saturation_raises_error"].estimate.value == pytest.approx(1.0)
     assert by_id["cts_jitter"].estimate.value == 0.0  # constant planted scales
-    document = claims_document(claims, study_checks(paper, observer_cell(smoke_config()), "cell.json"),
-                               regime_card(paper))
+    document = claims_document(rows, checks, regime_card(paper))
     assert sum(document["counts"].values()) == 22
     assert document["outside_regime"] == 0  # the smoke profile and the planted records: every quantity inside
-    assert [Claim.from_dict(row) for row in document["claims"]] == claims
+    assert [Claim.from_dict(row) for row in document["claims"]] == rows
 
 
-def test_study_claims_refuses_specs_that_do_not_match(paper):
+def test_claims_refuses_specs_that_do_not_match(paper):
     extra = claim_specs({**raw_config()["claims"], "new_claim": raw_config()["claims"]["forgets_bf16"]})
     with pytest.raises(ValueError, match=r"no computation for \['new_claim'\], no spec for nothing"):
-        study_claims(extra, paper, SETTINGS)
+        claims(extra, paper, SETTINGS)
     fewer = {k: v for k, v in SPECS.items() if k != "forgets_bf16"}
     with pytest.raises(ValueError, match=r"no computation for nothing, no spec for \['forgets_bf16'\]"):
-        study_claims(fewer, paper, SETTINGS)
+        claims(fewer, paper, SETTINGS)
 
 
 # --- implementation checks ------------------------------------------------------------------------------------
@@ -870,7 +872,7 @@ def cell():
 
 
 def test_every_check_holds_on_the_paper_like_study(paper, cell):
-    checks = study_checks(paper, cell, "cell.json")
+    checks = study_checks(dataclasses.replace(paper, observers=Artifact("cell.json", cell)))
     telemetry = [f"telemetry_accounts_{run.replace('-', '_')}_seed{s}" for run in telemetry_runs(paper.config)
                  for s in (0, 1)]
     assert [c.id for c in checks] == [
@@ -1010,9 +1012,9 @@ def test_a_failed_check_stops_the_claims_document(paper, cell):
     broken = copy.deepcopy(cell)
     next(r for r in broken["rows"] if (r["kind"], r["observer"]) == ("spikes", "max_window"))[
         "recurring_spike_saturations"] = 2
-    checks = study_checks(paper, broken, "cell.json")
+    rows, checks = claims(SPECS, dataclasses.replace(paper, observers=Artifact("cell.json", broken)), SETTINGS)
     with pytest.raises(ImplementationCheckFailed, match="synthetic_max_window_no_recurring_saturation"):
-        claims_document(study_claims(SPECS, paper, SETTINGS), checks, regime_card(paper))
+        claims_document(rows, checks, regime_card(paper))
 
 
 # --- the claims step ------------------------------------------------------------------------------------------
@@ -1046,7 +1048,7 @@ def test_study_artifacts_read_from_their_paths(tmp_path, cell):
     evaluations = argv[argv.index("--evaluations") + 1:argv.index("--logs")]
     logs = argv[argv.index("--logs") + 1:argv.index("--telemetry")]
     telemetry = argv[argv.index("--telemetry") + 1:argv.index("--observer-study")]
-    study = StudyArtifacts.read(config, evaluations, logs, telemetry)
+    study = Study.read(config, evaluations, logs, telemetry, str(tmp_path / "observer_study.json"))
     assert len(study.evaluations) == 2 + 9 * 2 * 2 * 2
     assert f"hif8/{RECIPE}/seed1/shift" in study.evaluations
     assert sorted(study.losses) == sorted((run, s) for run in run_names(config) for s in (0, 1))
@@ -1055,6 +1057,7 @@ def test_study_artifacts_read_from_their_paths(tmp_path, cell):
     assert study.saturation[RECIPE, 1].data == saturation_summary(study.telemetry[RECIPE, 1].data)
     assert study.losses["bf16-lrlow", 0].data[3] == 4.0 - 3 / 16
     assert study.seeds == [0, 1]
+    assert study.observers == Artifact(str(tmp_path / "observer_study.json"), cell)
 
 
 def test_claims_step_writes_the_document(tmp_path, cell):

@@ -19,7 +19,7 @@ from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from common.uncertainty import Evidence
 from papers.maxwindow_hif8 import figures
-from papers.maxwindow_hif8.claims import study_checks, study_claims
+from papers.maxwindow_hif8.claims import claims as paper_claims
 from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
 from papers.maxwindow_hif8.regime import regime_card
 from papers.maxwindow_hif8.settings import run_names
@@ -231,11 +231,11 @@ def test_plot_observer_study_one_kind(cell, close):
 
 
 @pytest.fixture(scope="module")
-def claims(study, cell):
+def claims(study):
     """The claims document of the paper-like study."""
     artifacts = study_artifacts(study)
-    rows = study_claims(claim_specs(raw_config()["claims"]), artifacts, Evidence(0.95, 1000, 0))
-    return claims_document(rows, study_checks(artifacts, cell, "results/observer_study.json"), regime_card(artifacts))
+    rows, checks = paper_claims(claim_specs(raw_config()["claims"]), artifacts, Evidence(0.95, 1000, 0))
+    return claims_document(rows, checks, regime_card(artifacts))
 
 
 @pytest.fixture(scope="module")

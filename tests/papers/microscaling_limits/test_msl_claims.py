@@ -463,20 +463,21 @@ def artifacts(planted):
             "theory": [theory_cell()]}
 
 
-def all_claims(points, planted, **overrides):
+def claims_of(points, planted, specs=SPECS, **overrides):
+    """The claims entry point on the planted study (``overrides``: :class:`Study` fields)."""
     planted_artifacts = artifacts(planted)
     inputs = {"element": "e2m1", "preregistered": planted_artifacts["preregistered"],
               "validation": planted_artifacts["validation"], "comparison": planted_artifacts["comparison"],
               "theory_cells": planted_artifacts["theory"], "points": points,
               "tensor_cells": planted_artifacts["tensors"], "data": data(planted, paths=True),
-              "zero_shot": planted_artifacts["zero_shot"], "evidence": EVIDENCE,
+              "zero_shot": planted_artifacts["zero_shot"],
               "sources": {k: [f"{k}.json"] for k in ("preregistered", "validation", "comparison", "theory", "tensors",
                                                      "zero_shot")}}
-    return msl.paper_claims(overrides.pop("specs", SPECS), **{**inputs, **overrides})
+    return msl.claims(specs, msl.Study(**{**inputs, **overrides}), EVIDENCE)
 
 
 def test_every_configured_claim_is_computed_in_order(points):
-    rows, checks = all_claims(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)})
+    rows, checks = claims_of(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)})
     assert [c.id for c in rows] == list(msl.CLAIM_IDS) == list(SPECS)
     verdicts = {c.id: c.verdict for c in rows}
     assert verdicts.pop("zero_blocks_drive_reversal") == C  # the theory: the max element drives the reversal
@@ -513,7 +514,7 @@ def test_every_configured_claim_is_computed_in_order(points):
 def test_the_config_must_name_exactly_the_computed_claims(points):
     partial = {k: v for k, v in SPECS.items() if k != "sweep_inversion_onset"}
     with pytest.raises(ValueError, match=r"claims: missing \['sweep_inversion_onset'\], unknown nothing"):
-        all_claims(points, {}, specs=partial)
+        claims_of(points, {}, specs=partial)
 
 
 @pytest.mark.parametrize(("star", "outside"), [
@@ -524,7 +525,7 @@ def test_the_config_must_name_exactly_the_computed_claims(points):
 ])
 def test_a_row_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(points, star, outside):
     prereg = preregistered(4.3e-6, crossover=star)
-    rows, checks = all_claims(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)},
+    rows, checks = claims_of(points, {**ue4(-0.05, -0.05, 0.1, 0.1), **ue5(-0.002, -0.002, -0.002, -0.002)},
                               preregistered=prereg)
     document = claims_document(rows, checks, regime_card(REGIME, points, prereg, records({})))
     by_id = {c["id"]: c for c in document["claims"]}

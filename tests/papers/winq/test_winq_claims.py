@@ -3,6 +3,7 @@ inconclusive (the verdict follows the data both ways), with seeds paired by seed
 whose setting is outside the study is not testable with its reason; the table's ids against the config; the
 implementation checks; the claims step's document."""
 
+import dataclasses
 import json
 import math
 
@@ -67,7 +68,7 @@ def make_study(tmp_path, *, evaluations=None, hessians=None, config=None, **plan
     return wc.Study(summary=summary, evaluations={c: records[c] for c in names},
                     quantized={c: quantization_config(run_settings(config, c.split("/")[0])["bits"]) for c in names},
                     summary_path="results/winq/summary.json",
-                    evaluation_paths={c: f"results/winq/eval/{c}.json" for c in names})
+                    evaluation_paths={c: f"results/winq/eval/{c}.json" for c in names}, configured_settings=SETTINGS)
 
 
 def spec(cid, direction=None, threshold=None):
@@ -555,7 +556,7 @@ def test_hadamard_compares_the_rotated_setting(tmp_path):
 
 # ------------------------------------------------------------------------------------------------------ the table
 def test_the_table_follows_the_config(tmp_path):
-    rows = wc.study_claims(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE, SETTINGS)
+    rows, checks = wc.claims(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE)
     per_setting = [cid for prefix in wc.PER_SETTING_ROWS for s in SETTINGS if (cid := wc.claim_id(prefix, s)) in SPECS]
     assert [r.id for r in rows] == [*wc.FIXED_ROWS, *per_setting, *wc.POOLED_ROWS]
     assert sorted(r.id for r in rows) == sorted(SPECS)
@@ -571,7 +572,7 @@ def test_the_table_follows_the_config(tmp_path):
     for cid, value in (("baseline_stagnates_relative_grad_norm", 0.25), ("interpolation_fewer_codes_change", -6.25),
                        ("interpolation_away_from_boundaries", -25.0)):  # winq_testing.STAGNATION and MECHANISM
         assert (by_id[cid].verdict, by_id[cid].estimate.value) == ("reproduced", pytest.approx(value)), cid
-    document = claims_document(rows, wc.study_checks(make_study(tmp_path / "again")), planted_card())
+    document = claims_document(rows, checks, planted_card())
     assert document["counts"]["not testable at this scale"] == 3  # W3 twice, Hadamard
     assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
@@ -584,19 +585,19 @@ def test_spec_ids_are_checked(tmp_path):
     study = make_study(tmp_path)
     extra = {**SPECS, "winq_faster_w9": SPECS["winq_faster_w2"]}
     with pytest.raises(ValueError, match=r"unknown ids \['winq_faster_w9'\], missing ids none"):
-        wc.study_claims(extra, study, EVIDENCE, SETTINGS)
+        wc.claim_rows(extra, study, EVIDENCE)
     fewer = {k: v for k, v in SPECS.items() if k not in ("winq_lower_perplexity_w2", "winq_zero_shot_cloze")}
     with pytest.raises(ValueError, match=r"missing ids \['winq_lower_perplexity_w2', 'winq_zero_shot_cloze'\]"):
-        wc.study_claims(fewer, study, EVIDENCE, SETTINGS)
+        wc.claim_rows(fewer, study, EVIDENCE)
     outside = {k: v for k, v in SPECS.items() if k != "winq_faster_w3"}  # w3 is not in the smoke study: optional
-    assert "winq_faster_w3" not in [r.id for r in wc.study_claims(outside, study, EVIDENCE, SETTINGS)]
+    assert "winq_faster_w3" not in [r.id for r in wc.claim_rows(outside, study, EVIDENCE)]
     with pytest.raises(ValueError, match=r"study settings \['w2'\] are not configured settings"):
-        wc.study_claims(SPECS, study, EVIDENCE, ["w1", "w3"])
+        wc.claim_rows(SPECS, dataclasses.replace(study, configured_settings=["w1", "w3"]), EVIDENCE)
 
 
 def test_a_per_setting_spec_of_a_setting_that_compares_only_the_baseline(tmp_path):
     config = {**smoke_config(), "compared": {**smoke_config()["compared"], "w2": ["baseline"]}}
-    rows = {r.id: r for r in wc.study_claims(SPECS, make_study(tmp_path, config=config), EVIDENCE, SETTINGS)}
+    rows = {r.id: r for r in wc.claim_rows(SPECS, make_study(tmp_path, config=config), EVIDENCE)}
     assert rows["winq_faster_w2"].reason == ("setting 'w2' does not compare WinQ with the baseline on the seeds in "
                                              "this profile (compared: baseline)")
 
@@ -632,7 +633,7 @@ def test_every_claim_requires_the_quantized_share_and_the_interpolation_rows_the
 def test_a_claim_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(tmp_path, card, outside):
     """The planted study (every row testable has the paper's direction) judged against a card with one quantity
     moved outside its bounds: exactly the rows requiring it become not testable, their estimates kept."""
-    rows = wc.study_claims(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE, SETTINGS)
+    rows = wc.claim_rows(SPECS, make_study(tmp_path, hessians=spectra()), EVIDENCE)
     inside = {c["id"]: c for c in claims_document(rows, [], planted_card())["claims"]}
     document = claims_document(rows, [], planted_card(**card))
     judged = {c["id"]: c for c in document["claims"]}
@@ -658,8 +659,9 @@ def checks_of(study):
 
 
 def replaced(study, summary=None, evaluations=None, quantized=None):
-    return wc.Study(summary or study.summary, {**study.evaluations, **(evaluations or {})},
-                    {**study.quantized, **(quantized or {})}, study.summary_path, study.evaluation_paths)
+    return dataclasses.replace(study, summary=summary or study.summary,
+                               evaluations={**study.evaluations, **(evaluations or {})},
+                               quantized={**study.quantized, **(quantized or {})})
 
 
 def test_the_checks_pass_on_a_consistent_study(tmp_path):

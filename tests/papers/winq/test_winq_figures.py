@@ -28,7 +28,7 @@ from common.report.__main__ import main as report_main
 from common.report.figures import save_figure
 from common.uncertainty import Evidence
 from papers.winq import figures
-from papers.winq.claims import Study, study_claims
+from papers.winq.claims import Study, claim_rows
 from papers.winq.context import PAPER, build_context, hessian_table, run_table, setup_ours
 from papers.winq.settings import FIGURES
 from papers.winq.study import study_summary
@@ -181,10 +181,11 @@ def test_plot_spectra_methods_and_stats(summary, close):
 
 
 def test_context_and_render(summary, evaluations, tmp_path):
-    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations})
     config = yaml.safe_load(CONFIG.read_text())["winq"]
-    claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
-                                          list(config["settings"])), [], planted_card(travel_w1=0.1))
+    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
+                  list(config["settings"]))
+    claims = claims_document(claim_rows(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0)), [],
+                             planted_card(travel_w1=0.1))
     pngs = []
     for figure_id in FIGURES:
         png = tmp_path / f"{figure_id}.png"
@@ -227,10 +228,11 @@ def test_the_context_step_reads_the_base_models_config(summary, evaluations, tmp
     from common.models import get_architecture
     from papers.winq.__main__ import main
 
-    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations})
     config = smoke_config()
-    claims = claims_document(study_claims(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0),
-                                          list(config["settings"])), [], planted_card())
+    study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
+                  list(config["settings"]))
+    claims = claims_document(claim_rows(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0)), [],
+                             planted_card())
     paths = {name: tmp_path / f"{name}.json" for name in ("summary", "claims")}
     paths["summary"].write_text(json.dumps(summary))
     paths["claims"].write_text(json.dumps(claims))
