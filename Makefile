@@ -1,10 +1,14 @@
 # lowbit-lab: `make reports` regenerates every report, `make test` runs the test suite.
 # Both create .venv from the pinned files in envs/ when it is missing or older than them.
-PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
-CORES  ?= 2
+# `make reports PROFILE=smoke` builds with another profile of workflow/profiles/ (the smoke one: CI sizes, minutes);
+# TARGETS="FILE ..." builds those files (a report, one cell) instead of every report.
+PYTHON  ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+CORES   ?= 2
+PROFILE ?= default
+TARGETS ?=
 
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -23,11 +27,18 @@ $(STAMP): envs/requirements.txt envs/constraints.txt envs/requirements-nodeps.tx
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
+# An interrupted build resumes with the same command: a build killed hard (kill -9, a laptop put to sleep) leaves
+# Snakemake's lock behind, which workflow/unlock_stale.py clears first when no Snakemake process runs in this folder
+# (a build still running keeps it), and every profile reruns the jobs the kill cut off (rerun-incomplete: each step
+# writes its outputs atomically, so an incomplete one is safe to redo); the training steps go on from their
+# checkpoints.
 reports: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/python workflow/unlock_stale.py
+	$(BIN)/snakemake --profile workflow/profiles/$(PROFILE) --cores $(CORES) $(TARGETS)
 
 # the paper profile on local stand-ins (README, "Paper scale"): the smoke base model first, which it links
 standin: $(STAMP)
+	$(BIN)/python workflow/unlock_stale.py
 	$(BIN)/snakemake --profile workflow/profiles/smoke results/smoke/models/base/smoke
 	$(BIN)/snakemake --profile workflow/profiles/standin
 

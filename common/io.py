@@ -43,19 +43,27 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (an old folder is removed)."""
+    """Yield a temporary folder beside ``path``; on success it replaces ``path``. An old folder is first renamed
+    aside (to a ``.tmp-*`` name) and removed only once the new one is in place, so a kill at any moment leaves the
+    whole old folder, the whole new one, or none: never part of one."""
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}.", dir=final.parent))
+    retired = None
     try:
         yield tmp
         tmp.chmod(0o777 & ~_umask())
         if final.exists():
-            shutil.rmtree(final)
+            retired = tmp.with_name(f"{tmp.name}.old")
+            os.replace(final, retired)
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if retired is not None and retired.exists() and not final.exists():
+            os.replace(retired, final)  # an error between the two renames: the old folder comes back
         raise
+    if retired is not None:
+        shutil.rmtree(retired)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

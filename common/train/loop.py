@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import pickle
 import random
 import time
 from collections.abc import Mapping
@@ -195,9 +196,34 @@ def _rng_state() -> dict[str, Any]:
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())  # a CPU generator's state, whatever device the checkpoint was loaded to
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
+
+
+# What a checkpoint holds besides tensors and plain Python values: numpy's random state, a uint32 array, which these
+# rebuild from its bytes (torch.load(weights_only=True) refuses every other global)
+CHECKPOINT_GLOBALS = (np.ndarray, np.dtype, np.dtypes.UInt32DType, np._core.multiarray._reconstruct)
+
+
+def _load_checkpoint(path: Path, device: torch.device) -> dict[str, Any] | None:
+    """The resume state at ``path`` (None when there is none), loaded with ``torch.load(weights_only=True)``: tensors,
+    plain Python values and numpy's random state (:data:`CHECKPOINT_GLOBALS`) only, so that no pickle in a run
+    folder executes code. ValueError naming the file and the other globals it would import (a checkpoint of another
+    program, or a crafted one)."""
+    if not path.exists():
+        return None
+    try:
+        with torch.serialization.safe_globals(list(CHECKPOINT_GLOBALS)):
+            return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as error:
+        allowed = {f"{item.__module__}.{item.__qualname__}" for item in CHECKPOINT_GLOBALS}
+        unsafe = [name for name in torch.serialization.get_unsafe_globals_in_checkpoint(path) if name not in allowed]
+        what = (f"globals {', '.join(unsafe)}" if unsafe
+                else str(error).partition("WeightsUnpickler error:")[2].strip().split("\n\n")[0])
+        raise ValueError(f"checkpoint {path} is refused: it holds objects other than tensors, plain Python values and "
+                         f"numpy's random state ({what}), which loading would import and run; remove it to start "
+                         "over") from None
 
 
 LOG_FILES = {"train_log.csv": TRAIN_LOG_FIELDS, "eval_log.csv": EVAL_LOG_FIELDS}
@@ -246,7 +272,7 @@ def train(model: torch.nn.Module, train_tokens: torch.Tensor | TokenShards, conf
     sampler = SequenceSampler(train_tokens, config.seq_len, config.seed)
     checkpoint_path = run_dir / "checkpoint.pt"
     start_step = 0
-    state = torch.load(checkpoint_path, map_location=device, weights_only=False) if checkpoint_path.exists() else None
+    state = _load_checkpoint(checkpoint_path, device)
     record = dict(record or {})
     if state is not None and (state["config"] != asdict(config) or state["world_size"] != world
                               or state.get("record", {}) != record):

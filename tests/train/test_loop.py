@@ -3,10 +3,13 @@
 import csv
 import math
 import os
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -157,6 +160,63 @@ def test_checkpoint_of_another_record_is_stale(tmp_path):
         train(model, tokens, config, tmp_path / "b", hooks=Crash(at_step=3), record={"method": "a"})
     assert train(model, tokens, config, tmp_path / "b", stale_checkpoint="restart",
                  record={"method": "b"})["resumed_from"] == 0
+
+
+
+class RandomDraws(Hooks):
+    """Draws from the numpy and Python streams after every optimizer step (what a hook's own randomness would)."""
+
+    def __init__(self, crash_at=None):
+        self.crash_at, self.draws = crash_at, {}
+
+    def after_optimizer_step(self, model, step):
+        self.draws[step] = (float(np.random.rand()), random.random())
+        if step == self.crash_at:
+            raise KeyboardInterrupt("simulated kill")
+
+
+def test_checkpoint_is_plain_data_and_resumes_every_random_stream(tmp_path):
+    """The checkpoint holds tensors, plain values and numpy's random state only (what loading with weights_only=True
+    allows), and a resumed run continues the numpy and Python streams exactly where the checkpoint left them."""
+    config = TrainConfig(max_steps=8, seq_len=16, micro_batch_size=2, checkpoint_every=4, progress=False, seed=3)
+    _, tokens, model = tiny_setup()
+    straight = RandomDraws()
+    train(model, tokens, config, tmp_path / "straight", hooks=straight)
+    killed = RandomDraws(crash_at=5)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny_setup()[2], tokens, config, tmp_path / "killed", hooks=killed)
+    checkpoint = tmp_path / "killed" / "checkpoint.pt"
+    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(checkpoint)  # numpy's state: an array's bytes
+    assert sorted(unsafe) == ["numpy._core.multiarray._reconstruct", "numpy.dtype", "numpy.ndarray"]
+    np.random.seed(99)  # a new process: other stream positions
+    random.seed(99)
+    resumed = RandomDraws()
+    assert train(tiny_setup()[2], tokens, config, tmp_path / "killed", hooks=resumed)["resumed_from"] == 4
+    assert resumed.draws == {step: straight.draws[step] for step in range(4, 8)}
+
+
+class Marker:
+    """An object whose unpickling would create the file ``path``: what a crafted checkpoint could run."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_checkpoint_with_an_unknown_global_is_refused_without_running_it(tmp_path):
+    config = TrainConfig(max_steps=4, seq_len=16, micro_batch_size=2, checkpoint_every=2, progress=False)
+    _, tokens, model = tiny_setup()
+    with pytest.raises(KeyboardInterrupt):
+        train(model, tokens, config, tmp_path / "run", hooks=Crash(at_step=2))
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    state = torch.load(checkpoint, weights_only=False)  # trusted: this test wrote it
+    torch.save({**state, "hooks": {"payload": Marker(tmp_path / "ran")}}, checkpoint)
+    message = rf"checkpoint {re.escape(str(checkpoint))} is refused: .* \(globals io\.open\), .*remove it to start over"
+    with pytest.raises(ValueError, match=message):
+        train(tiny_setup()[2], tokens, config, tmp_path / "run")
+    assert not (tmp_path / "ran").exists()
 
 
 @pytest.mark.slow
