@@ -1,0 +1,132 @@
+"""``python -m common.report.summary``: the README's results table, one row per paper, computed from the claims
+documents of one profile's built reports (never typed by hand).
+
+A row reads ``<results>/<paper>/claims.json`` (:func:`common.report.claims.claims_document`): how many claims
+have each verdict (:func:`common.report.claims.verdict_counts` over the rows, as the reports' index counts them),
+the implementation checks passed of all, and the date the claims were written (the file's modification time, UTC).
+The paper's title and the commit the run was made at come from ``<results>/<paper>/report/context.json`` when the
+report's context is built (the paper's key and no commit otherwise). The papers are those with a pipeline,
+``papers/*/rules.smk`` (as the Snakefile's ``PAPERS``); a paper whose claims are not built in the profile gets a
+row that says so. ``<results>`` and the report links follow :func:`common.config.profile_dirs`.
+
+    python -m common.report.summary [--root DIR] [--profile default]       # print the Markdown table
+    python -m common.report.summary --update README.md                     # rewrite the table between the markers
+
+``--update`` replaces the lines between :data:`BEGIN` and :data:`END` in the file (both must be there, once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from common.cli import run_step
+from common.config import SHORT_PATHS_PROFILE, profile_dirs
+from common.io import read_json, write_text
+
+from .claims import VERDICTS, verdict_counts
+
+BEGIN = "<!-- results table: python -m common.report.summary --update README.md -->"
+END = "<!-- end of results table -->"
+COLUMNS = ("paper", "reproduced", "contradicted", "inconclusive", "not testable", "checks passed", "claims written")
+NOT_BUILT = "not built"
+
+
+def paper_keys(root: str | os.PathLike[str] = ".") -> list[str]:
+    """The papers with a pipeline under ``root``: the folders of ``papers/*/rules.smk``, sorted."""
+    return sorted(path.parent.name for path in Path(root, "papers").glob("*/rules.smk"))
+
+
+def claims_row(document: Mapping[str, Any], source: str = "claims document") -> dict[str, Any]:
+    """``{"counts": {verdict: n}, "checks_passed", "checks"}`` of a claims document (``source`` names it in the
+    ValueError for a missing key or an unknown verdict)."""
+    for key in ("claims", "checks"):
+        if key not in document:
+            raise ValueError(f"{source} has no {key!r}")
+    try:
+        counts = verdict_counts(claim["verdict"] for claim in document["claims"])
+    except (KeyError, ValueError) as err:
+        raise ValueError(f"{source}: {err}") from None
+    return {"counts": counts, "checks_passed": sum(bool(check["passed"]) for check in document["checks"]),
+            "checks": len(document["checks"])}
+
+
+def run_label(claims_path: Path, context: Mapping[str, Any] | None) -> str:
+    """When and at which commit the claims were made: the UTC date of ``claims_path``'s modification, and the
+    short commit of the context's provenance (``+ uncommitted changes`` when the tree was dirty)."""
+    mtime = datetime.datetime.fromtimestamp(claims_path.stat().st_mtime, tz=datetime.UTC)
+    label = mtime.date().isoformat()
+    git = (context or {}).get("provenance", {}).get("git", {})
+    if git.get("commit"):
+        label += f", commit {git['commit'][:7]}" + (" + uncommitted changes" if git.get("dirty") else "")
+    return label
+
+
+def markdown_row(cells: Sequence[Any]) -> str:
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS_PROFILE) -> str:
+    """The Markdown table of every paper's verdict counts in ``profile`` (module docstring), links relative to
+    ``root``. ValueError when ``root`` has no paper pipeline."""
+    papers = paper_keys(root)
+    if not papers:
+        raise ValueError(f"no paper pipeline (papers/*/rules.smk) under {str(root)!r}")
+    results, reports, _logs = profile_dirs(profile)
+    lines = [markdown_row(COLUMNS), markdown_row(["---", *["--:"] * 5, "---"])]
+    for paper in papers:
+        claims_path = Path(root, results, paper, "claims.json")
+        context_path = Path(root, results, paper, "report", "context.json")
+        link = f"{reports}/{paper}.html"
+        if not claims_path.is_file():
+            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 5, NOT_BUILT]))
+            continue
+        row = claims_row(read_json(claims_path), str(claims_path))
+        context = read_json(context_path) if context_path.is_file() else None
+        title = (context or {}).get("paper", {}).get("title", paper)
+        lines.append(markdown_row([f"[{title}]({link})", *(row["counts"][v] for v in VERDICTS),
+                                   f"{row['checks_passed']} of {row['checks']}", run_label(claims_path, context)]))
+    return "\n".join(lines)
+
+
+def replace_table(text: str, table: str, source: str = "the file") -> str:
+    """``text`` with the lines between :data:`BEGIN` and :data:`END` replaced by ``table`` (ValueError naming
+    ``source`` unless each marker is there once, BEGIN first)."""
+    lines = text.splitlines(keepends=True)
+    stripped = [line.strip() for line in lines]
+    if stripped.count(BEGIN) != 1 or stripped.count(END) != 1 or stripped.index(BEGIN) > stripped.index(END):
+        raise ValueError(f"{source} must hold the line {BEGIN!r} once, then {END!r} once")
+    begin, end = stripped.index(BEGIN), stripped.index(END)
+    return "".join([*lines[:begin + 1], table + "\n", *lines[end:]])
+
+
+def summary(args: argparse.Namespace) -> None:
+    table = results_table(args.root, args.profile)
+    if args.update is None:
+        print(table)
+        return
+    path = Path(args.update)
+    write_text(path, replace_table(path.read_text(encoding="utf-8"), table, str(path)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m common.report.summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=".", help="the repository whose papers/ and results/ are read")
+    parser.add_argument("--profile", default=SHORT_PATHS_PROFILE, help="whose claims (default: the default profile)")
+    parser.add_argument("--update", help="a Markdown file whose table between the markers is rewritten")
+    parser.set_defaults(run=summary)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_step(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
