@@ -38,7 +38,7 @@ def test_ours_on_the_smoke_study():
         "Data": "sotu (the base model's pretraining corpus)",
         "Tokens": "3,072 a run (12 steps of 4 sequences of 64 tokens, per process)",
         "Steps": "12",
-        "Learning rate": "AdamW (beta2 0.95), weight decay 0, 2 warmup steps then cosine to 0 lr: 3e-05",
+        "Learning rate": "AdamW (beta2 0.95), weight decay 0, 2 warmup steps then cosine to 0 lr: 0.004",
         "Interpolation period K": "3 of 12 steps; strength 0.8, noise sigma 0.001",
         "Seeds": "0, 1 for every compared run, 0 for the figure-only runs",
         "Layers quantized": "every attention and MLP linear (q, k, v, o, gate, up, down) of the 4 blocks, 28 layers "

@@ -70,16 +70,16 @@ def test_seeds_of_compared_and_figure_runs(raw):
 def test_run_settings_exactly(raw):
     active = profile_config(raw, "default")
     assert run_settings(active, "w2-winq") == {
-        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 3.0e-5, "max_steps": 640,
-        "interpolation": {"every": 160, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False,
-        "diagnostics_every": 160}
+        "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 4.0e-3, "max_steps": 1760,
+        "interpolation": {"every": 440, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False,
+        "diagnostics_every": 440}
     assert run_settings(active, "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
-        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 3.0e-5, "max_steps": 640,
-        "interpolation": None, "noise_sigma": 0.0, "hadamard": False, "diagnostics_every": 160}
+        "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 4.0e-3, "max_steps": 1760,
+        "interpolation": None, "noise_sigma": 0.0, "hadamard": False, "diagnostics_every": 440}
     assert run_settings(active, "w3-baseline")["diagnostics_every"] == 320  # a half
     full = profile_config(raw, "full")
-    assert run_settings(full, "w2a8-winq")["lr"] == 6.0e-5
-    assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 160, "strength": 0.8}  # a quarter
+    assert run_settings(full, "w2a8-winq")["lr"] == 4.0e-3
+    assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 440, "strength": 0.8}  # a quarter
     assert run_settings(active, "w3-winq")["interpolation"] == {"every": 320, "strength": 0.8}  # a half
     assert run_settings(profile_config(raw, "smoke"), "w1-winq")["interpolation"] == {"every": 3, "strength": 0.8}
     hadamard = profile_config({**raw, "study_settings": ["w2h"], "compared": {}}, "full")
@@ -88,14 +88,16 @@ def test_run_settings_exactly(raw):
 
 def test_interpolation_periods_are_whole_fractions_of_the_run(raw):
     active = profile_config(raw, "default")
-    assert [interpolation_every(active, g) for g in ("low_bit", "a8", "high_bit")] == [160, 160, 320]
+    assert [interpolation_every(active, g) for g in ("low_bit", "a8", "high_bit")] == [440, 440, 320]
     bad = {**raw, "interpolation": {**raw["interpolation"], "fraction": {**raw["interpolation"]["fraction"],
                                                                        "high_bit": 0.333}}}
     with pytest.raises(ValueError, match=r"winq\.interpolation\.fraction\.high_bit 0\.333 x train\.max_steps 640 = "
                                          r"213\.12 is not an integer >= 1"):
         profile_config(bad, "default")
-    with pytest.raises(ValueError, match=r"fraction\.low_bit 0\.25 x train\.max_steps 10 = 2\.5 is not an integer"):
-        profile_config({**raw, "train": {**raw["train"], "max_steps": 10}}, "default")
+    with pytest.raises(ValueError, match=r"fraction\.high_bit 0\.5 x train\.max_steps 11 = 5\.5 is not an integer"):
+        profile_config({**raw, "train": {**raw["train"], "max_steps": 11}}, "default")
+    with pytest.raises(ValueError, match=r"fraction\.low_bit 0\.25 x train_steps\.low_bit 1762 = 440\.5 is not an"):
+        profile_config({**raw, "train_steps": {**raw["train_steps"], "low_bit": 1762}}, "default")
 
 
 def test_learning_rate_groups():
@@ -111,10 +113,10 @@ def test_learning_rate_groups():
 def test_train_config_per_run(raw):
     smoke = profile_config(raw, "smoke")
     config = train_config(smoke, "w1-winq", seed=3)
-    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 3.0e-5, 3)
+    assert (config.max_steps, config.seq_len, config.micro_batch_size, config.lr, config.seed) == (12, 64, 4, 4.0e-3, 3)
     assert (config.weight_decay, config.eval_every, config.checkpoint_every, config.progress) == (0.0, 2, 6, False)
     assert config.min_lr_ratio == 0.0
-    assert train_config(profile_config(raw, "full"), "w2a8-baseline").lr == 6.0e-5
+    assert train_config(profile_config(raw, "full"), "w2a8-baseline").lr == 4.0e-3
 
 
 def test_bad_run_names_are_named(raw):
@@ -222,7 +224,8 @@ def test_run_lengths_per_learning_rate_group(raw):
     assert run_config(longer, "w2-winq") == run_config(paper, "w2-winq")
     assert run_config(longer, "w3-winq") != run_config(paper, "w3-winq")
     # a group without its own length runs train.max_steps; a length the fraction does not divide is named
-    assert run_steps(profile_config(raw, "default"), "low_bit") == 640
+    assert run_steps(profile_config(raw, "default"), "low_bit") == 1760
+    assert run_steps(profile_config(raw, "default"), "high_bit") == 640
     odd = {**raw, "train_steps": {"high_bit": 641}}
     with pytest.raises(ValueError, match=r"^winq\.interpolation\.fraction\.high_bit 0\.5 x train_steps\.high_bit 641 "
                                          r"= 320\.5 is not an integer >= 1"):
