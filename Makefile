@@ -36,7 +36,7 @@ reports: $(STAMP)
 	$(BIN)/python workflow/unlock_stale.py
 	$(BIN)/snakemake --profile workflow/profiles/$(PROFILE) --cores $(CORES) $(TARGETS)
 
-# the paper profile on local stand-ins (README, "Paper scale"): the smoke base model first, which it links
+# the paper profile on local stand-ins (docs/scale.md#the-stand-in-run): the smoke base model first, which it links
 standin: $(STAMP)
 	$(BIN)/python workflow/unlock_stale.py
 	$(BIN)/snakemake --profile workflow/profiles/smoke results/smoke/models/base/smoke

@@ -33,6 +33,9 @@ class AccuracyFields(NamedTuple):
 
 ACCURACY = {"acc": AccuracyFields("acc", "example_correct", "correct"),
             "acc_norm": AccuracyFields("acc_norm", "example_correct_norm", "correct_norm")}
+# the accuracy a report claims per zero-shot task: plain for cloze (one continuation), length-normalized for the
+# multiple choice (lm-eval's acc_norm, the papers' convention for HellaSwag-style tasks)
+TASK_ACCURACY: dict[str, AccuracyFields] = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}
 
 
 def _window_scores(name: str, record: Mapping[str, Any]) -> Mapping[str, Any]:

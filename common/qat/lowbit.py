@@ -312,7 +312,7 @@ class NoiseSource:
         self.configure(state["sigma"], state["seed"])
         if state["generator"] is not None:
             self._generator = torch.Generator(device=state["device"])
-            self._generator.set_state(state["generator"])
+            self._generator.set_state(state["generator"].cpu())  # a CPU byte tensor, wherever the checkpoint was mapped
 
 
 class LowBitWeight(nn.Module):
@@ -336,7 +336,7 @@ class LowBitWeight(nn.Module):
 
 def lowbit_selection(model: nn.Module) -> list[str]:
     """WinQ's selection: every Linear of the transformer blocks (attention q/k/v/o, MLP gate/up/down;
-    :data:`LOWBIT_INCLUDE`), not the embeddings or ``lm_head`` (``common.ptq.select_linears``)."""
+    :data:`LOWBIT_INCLUDE`), not the embeddings or ``lm_head`` (``common.select.select_linears``)."""
     return select_linears(model, include=LOWBIT_INCLUDE)
 
 

@@ -443,7 +443,7 @@ def w8a8_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 def w8a8_selection(model: nn.Module, include: str = DEFAULT_INCLUDE,
                    skip_proportion: tuple[float, float] = PAPER_SKIP_PROPORTION) -> list[str]:
     """The paper's selection: MLP gate/up/down only, the first 3 and last 2 of 26 blocks skipped, as a proportion
-    of the model's depth (``common.ptq.select_linears``: 1 and 1 of 8 blocks, 1 and 0 of 6)."""
+    of the model's depth (``common.select.select_linears``: 1 and 1 of 8 blocks, 1 and 0 of 6)."""
     return select_linears(model, include=include, skip_proportion=skip_proportion)
 
 

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from common.analysis.observer_study import TRACE_OPTIONS
-from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
+from common.eval.scores import TASK_ACCURACY, example_correct, score_mismatches, window_columns
 from common.io import read_json
 from common.observers import OBSERVERS, make_observer
 from common.qat import ROLES
@@ -67,7 +67,6 @@ from .study import loss_errors, read_losses, read_telemetry
 
 PRECISIONS = {"hif8": "HiF8", "bf16": "BF16"}
 CORPORA = ("pretrain", "shift")
-TASKS = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}  # the zero-shot task -> the accuracy claimed
 LOW_RATE, BASE = ("bf16", "bf16-lrlow"), ("bf16", "base")  # the regime of the forgetting rows
 
 
@@ -353,7 +352,7 @@ def accuracy_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, treated
                    reference: Model, task: str) -> Claim:
     """Row: :func:`accuracy_drop` of ``treated`` vs ``reference`` on zero-shot ``task`` (``cloze``: acc,
     ``choice``: acc_norm) of the pretraining corpus, paired by seed."""
-    fields = TASKS[task]
+    fields = TASK_ACCURACY[task]
 
     def read() -> list[Artifact]:
         return [study.evaluation(*model, seed, "pretrain") for seed in study.seeds for model in (treated, reference)]
@@ -592,7 +591,7 @@ def pairing_checks(evaluations: Mapping[str, Artifact]) -> list[Check]:
                             f"({', '.join(f'{len(w)} windows' for w in sorted(windows))})", len(windows) == 1,
                             tuple(a.path for a in records.values())))
     pretrain = {k: a for k, a in evaluations.items() if k.endswith("/pretrain")}
-    for task, fields in TASKS.items():
+    for task, fields in TASK_ACCURACY.items():
         sizes = {len(a.data["metrics"][task][fields.per_example]) for a in pretrain.values()}
         checks.append(Check(f"same_examples_{task}", f"every model answers the same number of {task} examples",
                             f"{len(pretrain)} records, example counts {sorted(sizes)}", len(sizes) == 1,
@@ -603,8 +602,9 @@ def pairing_checks(evaluations: Mapping[str, Artifact]) -> list[Check]:
 def unit_score_check(evaluations: Mapping[str, Artifact]) -> Check:
     """The per-unit scores the bootstrap resamples make the recorded metrics
     (:func:`common.eval.scores.score_mismatches`): ``exp(sum nll / sum tokens)`` is the perplexity and the tokens add
-    up, per-example correctness adds up to the correct counts of :data:`TASKS`."""
-    wrong = [m for key, artifact in sorted(evaluations.items()) for m in score_mismatches(key, artifact.data, TASKS)]
+    up, per-example correctness adds up to the correct counts of :data:`TASK_ACCURACY`."""
+    wrong = [m for key, artifact in sorted(evaluations.items())
+             for m in score_mismatches(key, artifact.data, TASK_ACCURACY)]
     return Check("unit_scores_make_the_metrics", "the per-window and per-example scores add up to every recorded "
                  "perplexity and correct count", "; ".join(wrong) or f"{len(evaluations)} records agree", not wrong,
                  tuple(a.path for _, a in sorted(evaluations.items())))

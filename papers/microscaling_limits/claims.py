@@ -14,7 +14,7 @@ analytic model (:mod:`common.theory.paper_model`); one row tests ours (the exact
 * ``sweep_ue5m3_no_inversion``: ``max_k ppl_ue5(n) / ppl_ue5(2n) - 1`` over the points at or below ``sigma*``.
 * ``ue5m3_matches_ue4m3s_*``: equivalence, ``max_k |ppl_ue5(n) / ppl_ue4s(n) - 1|`` over every point (weights
   only; weights and activations), and ``max_k |acc_ue5 - acc_ue4s|`` over the zero-shot points (cloze accuracy;
-  choice length-normalised accuracy: :data:`.sweep.ZERO_SHOT_ACCURACY`, each example's correctness from its
+  choice length-normalised accuracy: :data:`common.eval.scores.TASK_ACCURACY`, each example's correctness from its
   record, :func:`common.eval.scores.example_correct`), paired bootstrap over examples.
 * Tensor rows (every moved weight tensor of every point): among the tensors the theory predicts to invert (from
   their sigma alone, UE4M3, MSE(n) > MSE(2n)) the fraction that do; among the others the fraction that do not;
@@ -50,12 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from common.eval.scores import example_correct
+from common.eval.scores import TASK_ACCURACY, example_correct
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge, signed_percent
 from common.uncertainty import Estimate, Evidence, binomial_interval, exact, normal_interval
 
 from .sweep import (
-    ZERO_SHOT_ACCURACY,
     Windows,
     cell_name,
     column,
@@ -69,7 +68,7 @@ CLAIM_IDS = ("sweep_inversion_onset", "sweep_inversion_onset_exact", "sweep_wide
              "sweep_ue5m3_tensors_do_not_invert", "ue5m3_matches_ue4m3s_perplexity",
              "ue5m3_matches_ue4m3s_perplexity_activations", "ue5m3_matches_ue4m3s_cloze", "ue5m3_matches_ue4m3s_choice",
              "paper_model_matches_simulation", "zero_blocks_drive_reversal", "exact_model_beats_paper_model")
-ZERO_SHOT_LABELS = {"cloze": "accuracy", "choice": "length-normalised accuracy"}  # .sweep.ZERO_SHOT_ACCURACY, named
+ZERO_SHOT_LABELS = {"cloze": "accuracy", "choice": "length-normalised accuracy"}  # TASK_ACCURACY, named
 PARTS_TOLERANCE = 1e-12  # |parts - total| / total of the theory
 FUNCTION_TOLERANCE = 1e-3  # |ppl(c) / ppl(widest) - 1| of the unquantized sweep points
 SIGMA_TOLERANCE = 1e-4  # |(sigma(c) / sigma(widest)) / (c / c_widest) - 1| of every moved tensor
@@ -193,7 +192,7 @@ def zero_shot_claim(spec: ClaimSpec, task: str, points: Sequence[Mapping[str, An
     if not measured:
         return judge(spec, None, reason=f"no sweep point has both zero-shot cells {cells}", evidence=sources)
     columns = {column(p["model"], c): example_correct(column(p["model"], c), by_cell[(p["model"], c)], task,
-                                                      ZERO_SHOT_ACCURACY[task])
+                                                      TASK_ACCURACY[task])
                for p in measured for c in cells}
     n = len(next(iter(columns.values())))
 
@@ -423,7 +422,7 @@ def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> 
                                         ("ue5m3_matches_ue4m3s_perplexity_activations", False))),
             *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, study.zero_shot, element, pair[0],
                               evidence, [*sources["tensors"], *sources["zero_shot"]])
-              for task in ZERO_SHOT_ACCURACY),
+              for task in TASK_ACCURACY),
             paper_model_claim(specs["paper_model_matches_simulation"], comparison, level, sources["comparison"]),
             zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"]),
             exact_advantage_claim(specs["exact_model_beats_paper_model"], comparison, level, sources["comparison"])]

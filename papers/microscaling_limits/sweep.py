@@ -22,7 +22,7 @@ the model ``<base>-c<c:g>`` (e.g. ``small-c0.1``); its cells quantize the moved 
   resamples them once for every cell; a cell's columns are its record's window columns
   (:func:`common.eval.scores.window_columns`: per-window NLL sums and token counts), ``log(ppl(a) / ppl(b))``
   the difference of their token-weighted mean NLLs (:func:`common.uncertainty.log_perplexity`).
-* Zero-shot cells: the cloze accuracy and the choice length-normalised accuracy (:data:`ZERO_SHOT_ACCURACY`), each
+* Zero-shot cells: the cloze accuracy and the choice length-normalised accuracy (:data:`TASK_ACCURACY`), each
   the mean of its per-example correctness.
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from common.eval.scores import ACCURACY, AccuracyFields, window_columns
+from common.eval.scores import TASK_ACCURACY, window_columns
 from common.models.rescale import PLANS, check_transforms
 from common.theory import crossover
 from common.uncertainty import Estimate, Evidence, log_perplexity, perplexity
@@ -52,7 +52,6 @@ WEIGHTS_SUFFIX = "-weights"  # cell name suffix: weights only (no activation qua
 ZERO_SHOT_VARIANTS = ("ue4m3s", "ue5m3")  # the zero-shot comparison: UE5M3 vs UE4M3 with a per-tensor scale
 STUDY_FIELDS = ("window", "stride", "batch_size")  # what a sweep cell takes from the paper config's `model`
 # the accuracy each zero-shot task compares (cloze: accuracy; choice: length-normalised accuracy)
-ZERO_SHOT_ACCURACY: dict[str, AccuracyFields] = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}
 
 
 def moved_include(transforms: Sequence[str]) -> str:
@@ -258,7 +257,7 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
     ``position_paper``) on the grid, per perplexity cell its perplexity and relative gap
     ``ppl / ppl(unquantized) - 1``, per point and variant the weights-only ``ppl(n) / ppl(2n) - 1`` with its
     bootstrap interval (``ratios``, ``evidence``'s settings), and per zero-shot cell its accuracy per task
-    (:data:`ZERO_SHOT_ACCURACY`: cloze accuracy, choice length-normalised accuracy)."""
+    (:data:`TASK_ACCURACY`: cloze accuracy, choice length-normalised accuracy)."""
     located = sweep_points(points, tensor_cells)
     data = windows(records)
     n, m = preregistered["pair"]
@@ -287,6 +286,6 @@ def sweep_summary(element: str, points: Sequence[Mapping[str, Any]], preregister
             "cells": cells, "ratios": ratios,
             "zero_shot": [{"model": r["name"], "cell": r["cell"], "variant": r["variant"],
                            "block_size": r["block_size"], "examples": r["metrics"]["cloze"]["examples"],
-                           **{task: r["metrics"][task][fields.metric] for task, fields in ZERO_SHOT_ACCURACY.items()}}
+                           **{task: r["metrics"][task][fields.metric] for task, fields in TASK_ACCURACY.items()}}
                           for r in zero_shot],
             "wall_time_s": float(sum(r["wall_time_s"] for r in [*records, *zero_shot, *tensor_cells]))}

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
+from common.eval.scores import TASK_ACCURACY, example_correct, score_mismatches, window_columns
 from common.qat.run import seed_cell
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Evidence, Sums, perplexity, seed_estimate, trajectory_estimate
@@ -59,7 +59,6 @@ from .study import cell_of, hessian_of, improvement, row_of
 
 PERCENT = 100.0
 TOLERANCE = 1e-9  # relative: a recomputed float identity (sums in another order) holds to this
-TASKS = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}  # the zero-shot task -> the summary's accuracy
 HADAMARD_REASON = ("this profile's study has no Hadamard setting (one with hadamard true, e.g. w2h) comparing "
                    "WinQ with the baseline on the seeds. A rotation needs every quantized layer's input width a power "
                    "of two (the `tiny` base model; not `smoke`, MLP width 172, or `small`, 688), and the shared "
@@ -217,13 +216,13 @@ def hadamard_improvement(spec: ClaimSpec, study: Study, evidence: Evidence) -> C
 
 # ----------------------------------------------------------------------------------------------- zero-shot tasks
 def zero_shot(spec: ClaimSpec, study: Study, evidence: Evidence, *, task: str) -> Claim:
-    """WinQ's zero-shot accuracy minus the baseline's on ``task`` (:data:`TASKS`), in points, averaged over the
+    """WinQ's zero-shot accuracy minus the baseline's on ``task`` (:data:`TASK_ACCURACY`), in points, averaged over the
     pooled settings per seed, ``d_k = (100 / (|S| n)) sum_s (S_correct,s-winq/k - S_correct,s-baseline/k)``, its
     seed mean with the seed interval widened by the paired bootstrap over the task's ``n`` examples."""
     settings = pooled_settings(study, "winq", "baseline")
     if not settings:
         return not_testable(spec, no_settings(("winq", "baseline"), study), [study.summary_path])
-    fields = TASKS[task]
+    fields = TASK_ACCURACY[task]
     seeds = study.seeds([f"{s}-{m}" for s in settings for m in ("winq", "baseline")])
     pairs = {k: [(seed_cell(f"{s}-winq", k), seed_cell(f"{s}-baseline", k)) for s in settings] for k in seeds}
     cells = [c for k in seeds for pair in pairs[k] for c in pair]
@@ -616,7 +615,7 @@ def paired_units_check(study: Study) -> Check:
     cells = list(study.evaluations)
     windows = {tuple(study.evaluation(c)["metrics"]["perplexity"]["window_tokens"]) for c in cells}
     examples = {task: {len(study.evaluation(c)["metrics"][task][fields.per_example]) for c in cells}
-                for task, fields in TASKS.items()}
+                for task, fields in TASK_ACCURACY.items()}
     measured = (f"{len(cells)} evaluations: {len(windows)} distinct window layout(s) of "
                 f"{', '.join(str(n) for n in sorted(len(w) for w in windows))} windows; examples "
                 + ", ".join(f"{task} {sorted(n)}" for task, n in examples.items()))
@@ -627,7 +626,7 @@ def paired_units_check(study: Study) -> Check:
 
 def scores_check(study: Study) -> Check:
     """The per-unit scores give each record's metrics (:func:`common.eval.scores.score_mismatches`)."""
-    failures = [m for cell in study.evaluations for m in score_mismatches(cell, study.evaluation(cell), TASKS)]
+    failures = [m for cell in study.evaluations for m in score_mismatches(cell, study.evaluation(cell), TASK_ACCURACY)]
     return Check("scores_give_metrics", "per-window and per-example scores reproduce every evaluation's perplexity "
                  "and correct counts", "; ".join(failures) or f"{len(study.evaluations)} evaluations agree",
                  not failures, tuple(study.cited(list(study.evaluations))))

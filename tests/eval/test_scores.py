@@ -6,9 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from common.eval.scores import ACCURACY, example_correct, score_mismatches, window_columns
-
-TASKS = {"cloze": ACCURACY["acc"], "choice": ACCURACY["acc_norm"]}
+from common.eval.scores import ACCURACY, TASK_ACCURACY, example_correct, score_mismatches, window_columns
 
 
 def record(nll=(6.0, 9.0), tokens=(3, 3), cloze=(1, 0, 1), choice=(0, 1, 1)):
@@ -42,10 +40,10 @@ def test_example_correct_reads_the_accuracy_field():
 
 
 def test_scores_that_make_the_metrics_have_no_mismatch():
-    assert score_mismatches("m", record(), TASKS) == []
+    assert score_mismatches("m", record(), TASK_ACCURACY) == []
     shift = record()
     del shift["metrics"]["cloze"], shift["metrics"]["choice"]
-    assert score_mismatches("m", shift, TASKS) == []  # a record without the tasks: only its perplexity
+    assert score_mismatches("m", shift, TASK_ACCURACY) == []  # a record without the tasks: only its perplexity
 
 
 def test_every_mismatch_is_named():
@@ -53,17 +51,17 @@ def test_every_mismatch_is_named():
     bad["metrics"]["perplexity"]["perplexity"] *= 1.001
     bad["metrics"]["cloze"]["correct"] += 1
     value = math.exp(15 / 6)
-    assert score_mismatches("m", bad, TASKS) == [
+    assert score_mismatches("m", bad, TASK_ACCURACY) == [
         f"m: perplexity {value * 1.001:.10g} vs {value:.10g} from 6 window tokens (recorded 6)",
         "m: cloze correct 3 vs 2 from example_correct"]
     tokens = record()
     tokens["metrics"]["perplexity"]["tokens"] = 7
-    assert score_mismatches("m", tokens, TASKS) == [
+    assert score_mismatches("m", tokens, TASK_ACCURACY) == [
         f"m: perplexity {value:.10g} vs {value:.10g} from 6 window tokens (recorded 7)"]
 
 
 def test_the_tolerance_is_relative():
     close = record()
     close["metrics"]["perplexity"]["perplexity"] *= 1 + 1e-12
-    assert score_mismatches("m", close, TASKS) == []
-    assert score_mismatches("m", close, TASKS, rel_tol=1e-14) != []
+    assert score_mismatches("m", close, TASK_ACCURACY) == []
+    assert score_mismatches("m", close, TASK_ACCURACY, rel_tol=1e-14) != []

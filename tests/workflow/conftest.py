@@ -80,8 +80,8 @@ def smoke_copy(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def standin_copy(tmp_path_factory) -> Path:
-    """A copy after ``make standin``: the smoke base model, then every report of the stand-in profile (README,
-    "Paper scale"). Its own copy, so that the smoke tests never see its results or its index entries."""
+    """A copy after ``make standin``: the smoke base model, then every report of the stand-in profile
+    (docs/scale.md). Its own copy, so that the smoke tests never see its results or its index entries."""
     return built_once(tmp_path_factory, "standin_build", ("smoke", "results/smoke/models/base/smoke"),
                       ("standin", "all"))
 

@@ -1,4 +1,4 @@
-"""End to end, the stand-in run (``make standin``; README, "Paper scale"): the paper profile on local stand-ins
+"""End to end, the stand-in run (``make standin``; docs/scale.md#the-stand-in-run): the paper profile on local stand-ins
 builds all four reports and the index on the CPU, through the paper profile's own paths: every hub model a link to
 the smoke base model (never pretrained, never copied), token shards made with the linked model's tokenizer, the
 QAT studies continuing the linked 1B stand-in, every claim row a computed verdict."""

@@ -192,7 +192,7 @@ def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun():
 
 
 def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path):
-    """`--profile workflow/profiles/standin -n` (README, "Paper scale"; `make standin`): the paper profile's plan with
+    """`--profile workflow/profiles/standin -n` (docs/scale.md; `make standin`): the paper profile's plan with
     every hub model a local folder (here an empty stand-in; the profile's own is the smoke base model), every corpus a
     registry one: all four reports and the index, nothing pretrained, every model linked, the QAT studies continuing
     the linked 1B stand-in on token shards made with its tokenizer, bf16 evaluation, files under results/standin/."""
