@@ -81,10 +81,11 @@ def register_checkpoint_kind(kind: CheckpointKind) -> CheckpointKind:
 
 
 def checkpoint_kinds() -> dict[str, CheckpointKind]:
-    """Every registered kind, after importing the modules of :data:`CHECKPOINT_PLUGINS`."""
+    """Every registered kind by name, after importing the modules of :data:`CHECKPOINT_PLUGINS` (sorted: the same
+    order whichever module was imported first)."""
     for module in CHECKPOINT_PLUGINS.values():
         importlib.import_module(module)
-    return dict(_KINDS)
+    return dict(sorted(_KINDS.items()))
 
 
 def registered_kind(name: str) -> CheckpointKind:

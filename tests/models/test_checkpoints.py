@@ -91,8 +91,8 @@ def test_a_named_kind_refuses_another_folder(folders, tmp_path):
         load_checkpoint(folders["float"], kind="lowbit_qat")
     with pytest.raises(ValueError, match=r"is not a quantized checkpoint \(needs quantization_config\.json"):
         checkpoint_record(folders["lowbit"], "quantized")
-    with pytest.raises(ValueError, match=r"unknown checkpoint kind 'sparse'; valid checkpoint kinds: quantized, "
-                                         r"lowbit_qat"):
+    with pytest.raises(ValueError, match=r"unknown checkpoint kind 'sparse'; valid checkpoint kinds: lowbit_qat, "
+                                         r"quantized"):
         load_checkpoint(folders["float"], kind="sparse")
     both = tmp_path / "both"
     shutil.copytree(folders["quantized"], both)

@@ -208,7 +208,7 @@ def test_context_and_render(summary, evaluations, tmp_path):
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
                                                                hessian_table(summary)["caption"][:10]]
     runs = context["tables"][0]
-    assert runs["rows"][1][:6] == ["w1-winq", "0, 1", "3e-05", 3, "84.00 +- 5.66", "2.00x"]
+    assert runs["rows"][1][:6] == ["w1-winq", "0, 1", "0.004", 3, "84.00 +- 5.66", "2.00x"]
     assert runs["rows"][-1][0] == "base model (full precision)"
     assert context["tables"][1]["rows"][0][:4] == ["w1-baseline/seed0", "50.0%", "50.0%", "50.0%"]
     path = tmp_path / "context.json"

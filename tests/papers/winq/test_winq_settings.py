@@ -177,8 +177,9 @@ def test_run_config_is_the_runs_own_part(raw):
     assert run_config(active, "w2-baseline") == {
         "settings": {"w2": {"bits": 2, "activation_bits": None}}, "study_settings": ["w2"], "methods": ["baseline"],
         "compared": {"w2": ["baseline"]}, "figure_methods": [], "seeds": [0], "figure_seeds": [0],
-        "learning_rates": {"low_bit": 3.0e-5}, "interpolation": {"fraction": {"low_bit": 0.25}}, "noise": {},
-        "diagnostics": {"stagnation_batches": 4, "stagnation_seed": 1000}, "train": active["train"]}
+        "learning_rates": {"low_bit": 4.0e-3}, "interpolation": {"fraction": {"low_bit": 0.25}}, "noise": {},
+        "diagnostics": {"stagnation_batches": 4, "stagnation_seed": 1000},
+        "train": {**active["train"], "max_steps": 1760}}  # the group's run length (train_steps.low_bit)
     assert run_config(active, "w3-winq")["interpolation"] == {"strength": 0.8, "fraction": {"high_bit": 0.5}}
     assert run_config(active, "w3-winq")["noise"] == {"sigma": 1.0e-3}
     # another seed list, another group's fraction, another setting's bits: the same part
