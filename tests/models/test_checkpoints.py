@@ -97,8 +97,8 @@ def test_a_named_kind_refuses_another_folder(folders, tmp_path):
     both = tmp_path / "both"
     shutil.copytree(folders["quantized"], both)
     shutil.copy(folders["lowbit"] / "lowbit_scales.safetensors", both)
-    with pytest.raises(ValueError, match=r"holds the marker files of 2 checkpoint kinds: quantization_config\.json "
-                                         r"\(quantized\), lowbit_scales\.safetensors \(lowbit_qat\)"):
+    with pytest.raises(ValueError, match=r"holds the marker files of 2 checkpoint kinds: lowbit_scales\.safetensors "
+                                         r"\(lowbit_qat\), quantization_config\.json \(quantized\)"):
         load_checkpoint(both)
 
 
