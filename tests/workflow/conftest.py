@@ -63,10 +63,14 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, *builds: tup
             copy.mkdir()
             copy_worktree(copy)
             for profile, *targets in builds:
-                run = snakemake(copy, *targets, timeout=1800, profile=profile)
+                command = f"snakemake --profile workflow/profiles/{profile} {' '.join(targets)}"
+                try:
+                    run = snakemake(copy, *targets, timeout=1800, profile=profile)
+                except subprocess.TimeoutExpired as timeout:  # reported to later workers as a failure too
+                    failed.write_text(f"{command}: {timeout}")
+                    raise
                 if run.returncode != 0:
-                    failed.write_text(f"snakemake --profile workflow/profiles/{profile} {' '.join(targets)}:\n"
-                                      f"{run.stderr[-4000:]}")
+                    failed.write_text(f"{command}:\n{run.stderr[-4000:]}")
                     pytest.fail(f"the {name} failed:\n{failed.read_text()}")
             done.touch()
     return copy
