@@ -136,8 +136,9 @@ rule fib_figure:
     params:
         kind=lambda w: FIB_FIGURE_PLANS[w.figure]["kind"],
         options=lambda w: FIB_FIGURE_PLANS[w.figure]["options"],
+        summary=lambda w, input: input[0],
     shell:
-        "python -m papers.finer_is_better figure {params.kind} --summary {input[0]} {params.options}"
+        "python -m papers.finer_is_better figure {params.kind} --summary {params.summary} {params.options}"
         " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
 
 

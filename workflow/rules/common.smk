@@ -145,8 +145,8 @@ def report_pages(wildcards):
 
 
 def figure_step(kind, inputs, options=""):
-    """What a paper's figure rule runs for one figure id: ``python -m papers.<paper> figure <kind>`` on ``inputs`` (in
-    the order the step reads them) with ``options``."""
+    """The plan of one figure id of a paper: its figure step runs ``python -m papers.<paper> figure <kind>`` on
+    ``inputs`` (in the order the step reads them) with ``options``."""
     return {"kind": kind, "inputs": inputs, "options": options}
 
 
