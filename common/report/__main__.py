@@ -25,8 +25,8 @@ from common.config import SHORT_PATHS_PROFILE
 from common.io import read_json
 
 from .checksums import write_sha256sums
-from .claims import verdict_counts
 from .render import build_pdf, render_html, render_index, render_latex
+from .summary import claims_row
 
 CONTEXT_KEYS = ("paper", "figures", "tables", "claims", "checks", "counts", "rule", "provenance", "rerun",
                 "artifacts")
@@ -70,11 +70,12 @@ def index(args: argparse.Namespace) -> None:
     reports = []
     for context_path, html in zip(args.contexts, args.reports, strict=True):
         context = read_json(context_path)
+        row = claims_row(context, context_path)
         reports.append({"title": context["paper"]["title"],
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
-                        "counts": verdict_counts(c["verdict"] for c in context["claims"]),
+                        "counts": row["counts"],
                         "outside_regime": sum(bool(c.get("outside_regime")) for c in context["claims"]),
-                        "checks": sum(bool(c["passed"]) for c in context["checks"])})
+                        "checks": row["checks_passed"]})
     render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile), notice=args.notice)
 
 
