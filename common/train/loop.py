@@ -192,38 +192,36 @@ def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW
 
 
 def _rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every random stream's state as tensors and plain values (numpy's uint32 key as an int64 tensor), so that a
+    checkpoint loads with ``torch.load(weights_only=True)`` and no global."""
+    name, key, position, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "numpy": [name, torch.from_numpy(key.astype(np.int64)), position, has_gauss, cached],
+            "python": random.getstate()}
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())  # a CPU generator's state, whatever device the checkpoint was loaded to
-    np.random.set_state(state["numpy"])
+    name, key, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, key.cpu().numpy().astype(np.uint32), position, has_gauss, cached))
     random.setstate(state["python"])
 
 
-# What a checkpoint holds besides tensors and plain Python values: numpy's random state, a uint32 array, which these
-# rebuild from its bytes (torch.load(weights_only=True) refuses every other global)
-CHECKPOINT_GLOBALS = (np.ndarray, np.dtype, np.dtypes.UInt32DType, np._core.multiarray._reconstruct)
-
-
 def _load_checkpoint(path: Path, device: torch.device) -> dict[str, Any] | None:
-    """The resume state at ``path`` (None when there is none), loaded with ``torch.load(weights_only=True)``: tensors,
-    plain Python values and numpy's random state (:data:`CHECKPOINT_GLOBALS`) only, so that no pickle in a run
-    folder executes code. ValueError naming the file and the other globals it would import (a checkpoint of another
-    program, or a crafted one)."""
+    """The resume state at ``path`` (None when there is none), loaded with ``torch.load(weights_only=True)``: tensors
+    and plain Python values only (:func:`_rng_state` keeps numpy's state so), so that no pickle in a run folder
+    executes code. ValueError naming the file and the globals it would import (a checkpoint of another program, or a
+    crafted one)."""
     if not path.exists():
         return None
     try:
-        with torch.serialization.safe_globals(list(CHECKPOINT_GLOBALS)):
-            return torch.load(path, map_location=device, weights_only=True)
+        return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as error:
-        allowed = {f"{item.__module__}.{item.__qualname__}" for item in CHECKPOINT_GLOBALS}
-        unsafe = [name for name in torch.serialization.get_unsafe_globals_in_checkpoint(path) if name not in allowed]
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
         what = (f"globals {', '.join(unsafe)}" if unsafe
                 else str(error).partition("WeightsUnpickler error:")[2].strip().split("\n\n")[0])
-        raise ValueError(f"checkpoint {path} is refused: it holds objects other than tensors, plain Python values and "
-                         f"numpy's random state ({what}), which loading would import and run; remove it to start "
-                         "over") from None
+        raise ValueError(f"checkpoint {path} is refused: it holds objects other than tensors and plain Python values "
+                         f"({what}), which loading would import and run; remove it to start over") from None
 
 
 LOG_FILES = {"train_log.csv": TRAIN_LOG_FIELDS, "eval_log.csv": EVAL_LOG_FIELDS}
