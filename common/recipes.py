@@ -254,7 +254,7 @@ class QuantRecipe(Recipe):
         """Fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`)."""
         from common.qat.ste import attach_fake_quant
 
-        return attach_fake_quant(model, self, names)
+        return attach_fake_quant(model, names, self)
 
     def convert(self, model: nn.Module, handle: QATHandle) -> QuantizationHandle:
         """The PTQ of the trained latent weights: weights fake-quantized as the STE's forward used them, inputs

@@ -4,7 +4,7 @@
 (straight-through estimator, Bengio et al. 2013): ``dL/dx = dL/dq``. Written as an autograd Function so that
 the forward value is bit-exactly the quantized tensor (``x + (q - x).detach()`` is not, in floating point).
 
-``attach_fake_quant(model, recipe, names)`` makes the selected Linear layers train with quantized weights and
+``attach_fake_quant(model, names, recipe)`` makes the selected Linear layers train with quantized weights and
 inputs (``common.ptq`` recipes and selections): the weight through a ``torch.nn.utils.parametrize``
 parametrization, the input through a forward pre-hook, both with the STE. ``handle.remove()`` restores the
 plain layers; the latent (unquantized) weights are what the optimizer updates and what is restored.
@@ -12,7 +12,7 @@ plain layers; the latent (unquantized) weights are what the optimizer updates an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -68,7 +68,7 @@ class QATHandle:
         self.remove()
 
 
-def attach_fake_quant(model: nn.Module, recipe: QuantRecipe, names: list[str]) -> QATHandle:
+def attach_fake_quant(model: nn.Module, names: Sequence[str], recipe: QuantRecipe) -> QATHandle:
     """Fake-quantize the weights and/or inputs of the named Linear layers with ``recipe`` (a
     :class:`common.recipes.QuantRecipe`) and the STE (module docstring); the front door is
     :func:`common.quantization.prepare`. ValueError for a recipe of another type or a name that is not an

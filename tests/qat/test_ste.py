@@ -24,7 +24,7 @@ def test_attach_fake_quant_trains_latent_weights_and_restores():
     latent = model[0].weight.detach().clone()
     recipe = get_recipe("MXFP4", activations=True)
     x = torch.randn(5, 32)
-    with attach_fake_quant(model, recipe, ["0"]):
+    with attach_fake_quant(model, ["0"], recipe):
         assert torch.equal(model[0].weight, recipe.weights.quantize(latent))
         out = model(x)
         expected = nn.functional.linear(recipe.activations.quantize(x), recipe.weights.quantize(latent),
@@ -41,4 +41,4 @@ def test_attach_fake_quant_trains_latent_weights_and_restores():
 
 def test_unknown_module_is_rejected():
     with pytest.raises(ValueError, match=r"module '5' is not an nn.Linear of the model \(no such module\)"):
-        attach_fake_quant(nn.Sequential(nn.Linear(2, 2)), get_recipe("MXFP4"), ["5"])
+        attach_fake_quant(nn.Sequential(nn.Linear(2, 2)), ["5"], get_recipe("MXFP4"))
