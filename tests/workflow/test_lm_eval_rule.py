@@ -29,7 +29,7 @@ def test_local_task_on_the_base_and_quantized_smoke_models(smoke_build, run_snak
     assert run.returncode == 0, run.stderr[-3000:]
     base, quantized = (json.loads((smoke_build / target).read_text()) for target in targets)
     assert base["quantization"] is None
-    assert quantized["quantization"]["weights"]["elem"] == "e2m1"
+    assert quantized["quantization"]["recipe"]["weights"]["elem"] == "e2m1"  # the checkpoint's own config
     assert base["metrics"]["smoke_choice"]["sample_len"] == quantized["metrics"]["smoke_choice"]["sample_len"] == 20
     for target, evaluation in zip(targets, ("base/smoke", "quantized/mxfp4_mlp/base/smoke"), strict=True):
         ours = json.loads((smoke_build / f"results/smoke/eval/{evaluation}/sotu-validation.json").read_text())
