@@ -35,7 +35,7 @@ def raw():
     return yaml.safe_load((ROOT / "config.yaml").read_text())[KEY]
 
 
-@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 36, 27), ("full", 40, 36)])
+@pytest.mark.parametrize(("profile", "cells", "hessians"), [("smoke", 8, 6), ("default", 30, 21), ("full", 40, 36)])
 def test_every_profile_validates(raw, profile, cells, hessians):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
@@ -48,9 +48,8 @@ def test_the_runs_in_order(raw):
     assert run_names(profile_config(raw, "full")) == [
         *(f"w1-{m}" for m in METHODS), "w1.58-baseline", "w1.58-winq", *(f"w2-{m}" for m in METHODS),
         "w3-baseline", "w3-winq", "w4-baseline", "w4-winq", "w2a8-baseline", "w2a8-winq"]
-    assert run_names(profile_config(raw, "default")) == [  # the compared runs only
-        *(f"w1-{m}" for m in METHODS), "w1.58-baseline", *(f"w2-{m}" for m in METHODS), "w3-baseline", "w3-winq",
-        "w4-baseline"]
+    assert run_names(profile_config(raw, "default")) == [  # the compared runs of 1-3 bits only (the budget)
+        *(f"w1-{m}" for m in METHODS), *(f"w2-{m}" for m in METHODS), "w3-baseline", "w3-winq"]
     assert run_names(profile_config(raw, "smoke")) == [f"w1-{m}" for m in METHODS]
 
 
@@ -73,7 +72,7 @@ def test_run_settings_exactly(raw):
         "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 4.0e-3, "max_steps": 1760,
         "interpolation": {"every": 440, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False,
         "diagnostics_every": 440}
-    assert run_settings(active, "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
+    assert run_settings(profile_config(raw, "full"), "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
         "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 4.0e-3,
         "max_steps": 1760, "interpolation": None, "noise_sigma": 0.0, "hadamard": False, "diagnostics_every": 440}
     assert run_settings(active, "w3-baseline")["diagnostics_every"] == 320  # a half
