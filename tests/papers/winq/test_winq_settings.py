@@ -72,11 +72,11 @@ def test_run_settings_exactly(raw):
         "setting": "w2", "bits": 2, "activation_bits": None, "method": "winq", "lr": 4.0e-3, "max_steps": 1760,
         "interpolation": {"every": 440, "strength": 0.8}, "noise_sigma": 1.0e-3, "hadamard": False,
         "diagnostics_every": 440}
-    assert run_settings(profile_config(raw, "full"), "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
+    full = profile_config(raw, "full")  # W1.58 trains in the full profile only
+    assert run_settings(full, "w1.58-baseline") == {  # the diagnostics at its group's K, as the interpolating runs
         "setting": "w1.58", "bits": 1.58, "activation_bits": None, "method": "baseline", "lr": 4.0e-3,
         "max_steps": 1760, "interpolation": None, "noise_sigma": 0.0, "hadamard": False, "diagnostics_every": 440}
     assert run_settings(active, "w3-baseline")["diagnostics_every"] == 320  # a half
-    full = profile_config(raw, "full")
     assert run_settings(full, "w2a8-winq")["lr"] == 4.0e-3
     assert run_settings(full, "w2a8-winq")["interpolation"] == {"every": 440, "strength": 0.8}  # a quarter
     assert run_settings(active, "w3-winq")["interpolation"] == {"every": 320, "strength": 0.8}  # a half
