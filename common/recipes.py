@@ -16,7 +16,9 @@ names the numerics per tensor role).
 Each validates itself on construction (the one validator of every entry point: ValueError naming the field and
 the value) and knows how it is applied (:class:`Recipe`: ``select``, ``apply``, ``attach``, ``convert``): each method
 imports the implementation it names when it is called, so importing this module loads neither ``common.ptq`` nor
-``common.qat``. The front door that calls them is :mod:`common.quantization`.
+``common.qat``, nor torch (a spec is checked against the names and options of
+:mod:`common.scaling.conventions`, so a step that only reads records never loads the quantizers). The front door
+that calls them is :mod:`common.quantization`.
 
 ``to_dict``/``from_dict`` are the JSON records; :func:`recipe_to_dict`/:func:`recipe_from_dict` add and read a
 ``"type"`` (:data:`RECIPE_TYPES`). Names are resolved here and only here: :data:`RECIPES` is the one registry of
@@ -27,7 +29,6 @@ a ``.json`` file).
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from abc import ABC, abstractmethod
@@ -36,21 +37,20 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-from torch import nn
-
 from common.formats import FORMATS
 from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
 from common.registry import lookup
-from common.scaling import RULES, BlockScales, check_block_geometry, quantize_blocks
-from common.scaling.rules import Arithmetic
-from common.select import select_linears
+from common.scaling.conventions import RULE_OPTIONS, check_block_geometry, check_numerics
 
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from common.ptq.apply import QuantizationHandle
     from common.qat.lowbit import LowBitHandle
     from common.qat.ste import QATHandle
     from common.qat.w8a8 import W8A8Handle
+    from common.scaling.blocks import BlockScales
 
 _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target",
                 "axis", "ties", "compute_dtype")
@@ -107,14 +107,14 @@ class QuantSpec:
             raise ValueError(f"axis must be an integer (the axis the blocks run along), got {self.axis!r}")
         lookup(FORMATS, self.elem, "format")  # names only (JSON-able); a Format object is refused
         lookup(FORMATS, self.scale, "format")
-        rule = None if self.rule is None else lookup(RULES, self.rule, "scale rule")
+        valid = () if self.rule is None else lookup(RULE_OPTIONS, self.rule, "scale rule")
         check_block_geometry(self.block_size, self.global_scale, self.global_target)
         if not isinstance(self.prevent_zero, bool):
             raise ValueError(f"prevent_zero must be a bool, got {self.prevent_zero!r}")
-        if Arithmetic.of(self.ties, self.compute_dtype).compute_dtype == "float32":
+        if check_numerics(self.ties, self.compute_dtype) == "float32":
             object.__setattr__(self, "compute_dtype", None)
         options = dict(self.rule_options)
-        if rule is None:
+        if self.rule is None:
             for field, value, default in (("prevent_zero", self.prevent_zero, False),
                                           ("global_scale", self.global_scale, None), ("rule_options", options, {}),
                                           *((name, getattr(self, name), default)
@@ -124,8 +124,6 @@ class QuantSpec:
                                      f"be {default!r}")
             object.__setattr__(self, "rule_options", ())
             return
-        valid = [name for name, p in inspect.signature(rule.select).parameters.items()
-                 if p.kind is p.KEYWORD_ONLY and name != "prevent_zero" and name not in _NUMERICS_DEFAULTS]
         for key in options:
             if key not in valid:
                 raise ValueError(f"unknown option {key!r} of scale rule {self.rule!r}; "
@@ -141,6 +139,8 @@ class QuantSpec:
                              "the scales are learned (QAT), not selected from data, so this spec cannot quantize a "
                              "tensor; store the learned codes and scales instead "
                              "(save_quantized_checkpoint(..., weight_scales=...))")
+        from common.scaling.blocks import quantize_blocks
+
         return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
                                global_scale=self.global_scale, global_target=self.global_target, axis=self.axis,
                                return_scales=return_scales, ties=self.ties, compute_dtype=self.compute_dtype,
@@ -188,6 +188,8 @@ class Recipe(ABC):
     def select(self, model: nn.Module) -> list[str]:
         """The Linear layers quantized by default: the transformer blocks' MLP Linears
         (:func:`common.select.select_linears` with its defaults)."""
+        from common.select import select_linears
+
         return select_linears(model)
 
     def apply(self, model: nn.Module, names: Sequence[str], *, weights: bool = True) -> QuantizationHandle:

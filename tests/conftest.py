@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, settings
+from shared_testing import made_once
 
 sys.path.insert(0, str(Path(__file__).parent / "papers"))  # paper_testing: the one tiny model setup of every test
 sys.path.insert(0, str(Path(__file__).parent / "ptq"))  # ptq_testing: the tiny in-memory Llama and its recipes
@@ -29,3 +30,12 @@ def tiny_checkpoint(tmp_path_factory):
 
     root = build_tiny_setup(tmp_path_factory.mktemp("tiny"))
     return SimpleNamespace(model=root / "base", train=root / "train.jsonl", valid=root / "valid.jsonl")
+
+
+@pytest.fixture(scope="session")
+def smollm2_checkpoint(tmp_path_factory):
+    """SmolLM2-135M-Instruct converted once per test run (``common.models.convert_smollm2``: ~30 s), whichever
+    xdist worker asks first, for the tests that read it."""
+    from common.models import convert_smollm2
+
+    return made_once(tmp_path_factory, "smollm2", lambda root: convert_smollm2(root / "smollm2")) / "smollm2"

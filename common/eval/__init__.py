@@ -9,15 +9,19 @@ Corpus splits and their token streams come from ``common.data``:
 >>> perplexity(model, stream, window=512, stride=256)["perplexity"]             # doctest: +SKIP
 """
 
-from .cli import evaluate_checkpoint
-from .compare import accuracy_standard_error, metric_entry, relative_drop
-from .fake_quant import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
-from .lm_eval_adapter import run_lm_eval, write_task_yaml
-from .perplexity import perplexity, window_spans
-from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from common.lazy import lazy_exports
+
+from .compare import accuracy_standard_error, metric_entry, perplexity_gaps, relative_drop
 from .scores import ACCURACY, AccuracyFields, example_correct, score_mismatches, window_columns
 from .tasks import build_choice_task, build_cloze_task, read_task, sentence_spans, write_task
-from .zeroshot import encode_pair, loglikelihoods, score_choice, score_cloze
+
+# the records, scores and task files above; evaluating a model (torch, transformers) on first use
+lazy_exports(__name__, {"cli": ("evaluate_checkpoint",),
+                        "fake_quant": ("fake_quant_perplexity", "fake_quant_zero_shot"),
+                        "lm_eval_adapter": ("run_lm_eval", "write_task_yaml"),
+                        "perplexity": ("perplexity", "window_spans"),
+                        "record": ("describe_model", "evaluation_record", "file_summary", "write_evaluation"),
+                        "zeroshot": ("encode_pair", "loglikelihoods", "score_choice", "score_cloze")})
 
 __all__ = [
     "ACCURACY",

@@ -1,9 +1,10 @@
-"""Comparing two evaluated models: the relative drop of a metric and the standard error of an accuracy."""
+"""Comparing evaluated models: the relative drop of a metric, the standard error of an accuracy, and the perplexity
+gaps of a model study's cells to its unquantized reference."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -32,3 +33,15 @@ def metric_entry(metric: str, group: Mapping[str, Any], field: str, accuracy: bo
         entry[f"{metric}_n"] = int(group["examples"])
         entry[f"{metric}_se"] = accuracy_standard_error(entry[metric], entry[f"{metric}_n"])
     return entry
+
+
+def perplexity_gaps(model: str, unquantized: Mapping[str, Any], cells: Iterable[Mapping[str, Any]],
+                    fields: Sequence[str]) -> dict[str, Any]:
+    """A model study's summary: the reference perplexity and, per cell record, ``fields`` copied from it, its
+    perplexity and ``gap = ppl(cell) - ppl(unquantized)``; ``wall_time_s`` sums every record's."""
+    base = unquantized["metrics"]["perplexity"]["perplexity"]
+    cells = list(cells)
+    rows = [{**{f: c[f] for f in fields}, "perplexity": c["metrics"]["perplexity"]["perplexity"],
+             "gap": c["metrics"]["perplexity"]["perplexity"] - base} for c in cells]
+    return {"model": model, "perplexity": base, "tokens": unquantized["data"]["split"]["tokens"], "rows": rows,
+            "wall_time_s": float(unquantized["wall_time_s"] + sum(c["wall_time_s"] for c in cells))}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -95,15 +95,3 @@ def fake_quant_zero_shot(model_dir: Path, recipe: QuantRecipe | None, *, include
     data = {kind: {**file_summary(path), "examples": len(examples[kind])} for kind, path in tasks.items()}
     return evaluation_record(describe_model(model, model_dir), quantization, data, metrics,
                              wall_time_s=time.perf_counter() - start)
-
-
-def perplexity_gaps(model: str, unquantized: Mapping[str, Any], cells: Iterable[Mapping[str, Any]],
-                    fields: Sequence[str]) -> dict[str, Any]:
-    """A model study's summary: the reference perplexity and, per cell record, ``fields`` copied from it, its
-    perplexity and ``gap = ppl(cell) - ppl(unquantized)``; ``wall_time_s`` sums every record's."""
-    base = unquantized["metrics"]["perplexity"]["perplexity"]
-    cells = list(cells)
-    rows = [{**{f: c[f] for f in fields}, "perplexity": c["metrics"]["perplexity"]["perplexity"],
-             "gap": c["metrics"]["perplexity"]["perplexity"] - base} for c in cells]
-    return {"model": model, "perplexity": base, "tokens": unquantized["data"]["split"]["tokens"], "rows": rows,
-            "wall_time_s": float(unquantized["wall_time_s"] + sum(c["wall_time_s"] for c in cells))}

@@ -8,11 +8,14 @@ tensor([0.5000, 2.0000, 6.0000])
 tensor([8], dtype=torch.uint8)
 """
 
-from .codec import decode, encode
-from .precision import mantissa_bits
-from .quantize import OVERFLOWS, ROUNDINGS, quantize
+from common.lazy import lazy_exports
+
 from .registry import FORMATS, HIF8_TIERS, get_format
 from .spec import Family, Format, Specials, Tier
+
+# the formats as data above; quantize-dequantize and the codes (torch) on first use
+lazy_exports(__name__, {"codec": ("decode", "encode"), "precision": ("mantissa_bits",),
+                        "quantize": ("OVERFLOWS", "ROUNDINGS", "quantize")})
 
 __all__ = [
     "FORMATS",

@@ -8,20 +8,26 @@
 tensor([[ 0.0000, -0.1562,  0.3125,  5.0000]])
 """
 
-from .blocks import GLOBAL_SCALES, BlockScales, check_block_geometry, quantize_blocks
-from .conventions import CONVENTIONS, NumericsConvention, block_options, get_convention, spec_options
-from .rules import (
+from common.lazy import lazy_exports
+
+from .conventions import (
     COMPUTE_DTYPES,
+    CONVENTIONS,
     E8M0_CANDIDATES,
-    RULES,
+    GLOBAL_SCALES,
+    RULE_OPTIONS,
     TIES,
-    Arithmetic,
-    ScaleRule,
-    block_error,
-    dequantize_blocks,
-    get_rule,
-    round_scale,
+    NumericsConvention,
+    block_options,
+    check_block_geometry,
+    get_convention,
+    spec_options,
 )
+
+# the conventions and the vocabulary of a spec above; the quantizers (torch) on first use
+lazy_exports(__name__, {"blocks": ("BlockScales", "quantize_blocks"),
+                        "rules": ("RULES", "Arithmetic", "ScaleRule", "block_error", "dequantize_blocks", "get_rule",
+                                  "round_scale")})
 
 __all__ = [
     "COMPUTE_DTYPES",
@@ -29,6 +35,7 @@ __all__ = [
     "E8M0_CANDIDATES",
     "GLOBAL_SCALES",
     "RULES",
+    "RULE_OPTIONS",
     "TIES",
     "Arithmetic",
     "BlockScales",

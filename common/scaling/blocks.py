@@ -39,7 +39,6 @@ search (:func:`common.scaling.rules.brute_force`).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -48,9 +47,8 @@ from common.formats.quantize import as_float32, chunk_elements, divide
 from common.formats.registry import get_format
 from common.formats.spec import Format
 
+from .conventions import check_block_geometry
 from .rules import Arithmetic, ScaleRule, dequantize_blocks, get_rule
-
-GLOBAL_SCALES = ("tensor", "row", "slice")
 
 
 class BlockScales(NamedTuple):
@@ -171,28 +169,6 @@ def _restore_layout(blocks: torch.Tensor, moved_shape: torch.Size, padded_length
     else:
         result = blocks.reshape(-1, padded_length)[:, :length].reshape(moved_shape)
     return (result.movedim(-1, axis) if ndim else result.reshape(())).contiguous()
-
-
-def check_block_geometry(block_size: int | str | None, global_scale: str | None = None,
-                         global_target: float | None = None) -> None:
-    """ValueError naming the value unless the block geometry is valid: ``block_size`` an integer >= 1, ``"row"`` or
-    None (per tensor); ``global_scale`` None or one of :data:`GLOBAL_SCALES`, ``"row"`` and ``"slice"`` only with
-    blocks within rows; ``global_target`` None, or a finite number > 0 with a global scale. The one check of every
-    entry point (:func:`quantize_blocks`, :class:`common.recipes.QuantSpec`)."""
-    if block_size is not None and block_size != "row" and (
-            isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
-        raise ValueError(f"block_size must be an integer >= 1 or None (per tensor) or 'row' (one block per row), "
-                         f"got {block_size!r}")
-    if global_scale is not None and global_scale not in GLOBAL_SCALES:
-        raise ValueError(f"unknown global_scale {global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
-    if block_size is None and global_scale in ("row", "slice"):
-        raise ValueError(f"global_scale={global_scale!r} needs blocks within rows; block_size=None is one block per "
-                         "tensor")
-    if global_target is not None and (global_scale is None or isinstance(global_target, bool)
-                                      or not isinstance(global_target, int | float)
-                                      or not 0 < global_target < math.inf):
-        raise ValueError(f"global_target must be a finite number > 0 and needs a global_scale mode, got "
-                         f"{global_target!r} with global_scale={global_scale!r}")
 
 
 def _global_scale(moved: torch.Tensor, mode: str | None, rule: ScaleRule, scale_fmt: Format,

@@ -24,6 +24,12 @@ paper's settings:
   value but does change an E8M0 scale, and their E8M0 grid holds 0 and starts at 2^-126 (``:47-67``);
 * E8M0 abs-max, which they round up (``torch_eval.py:298``): our rule ``e8m0_rceil``, named directly by a caller
   that wants it (the mapping below passes ``rule`` through).
+
+The vocabulary a block quantization is checked against lives here too, free of torch, so that a spec
+(:class:`common.recipes.QuantSpec`) is validated without loading the quantizers: the tie rules, compute dtypes and
+4/6 E8M0 candidates (:func:`check_numerics`; their meaning in :mod:`common.scaling.rules`), the global-scale modes
+and the block geometry (:func:`check_block_geometry`; :mod:`common.scaling.blocks`), and the options of each scale
+rule (:data:`RULE_OPTIONS`, which :class:`common.scaling.rules.ScaleRule` checks against the rule's selector).
 """
 
 from __future__ import annotations
@@ -32,14 +38,65 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from common.formats import get_format
+from common.formats import Family, Format, get_format
 from common.registry import lookup
 
-from .rules import COMPUTE_DTYPES, E8M0_CANDIDATES, TIES, is_power_of_two_format
-
+TIES = ("even", "down")  # how round-to-nearest breaks ties (common.scaling.rules)
+COMPUTE_DTYPES = ("float32", "bfloat16")  # the arithmetic emulated (common.scaling.rules.Arithmetic)
+E8M0_CANDIDATES = ("ocp", "floor_ceil")  # four_over_six's two candidates on a power-of-two scale grid
+GLOBAL_SCALES = ("tensor", "row", "slice")  # two-level scaling: one global scale per tensor, row or dim-0 slice
+# scale rule -> its options: the keyword options of its selector in common.scaling.rules beyond prevent_zero and
+# the numerics (ties, compute_dtype), in signature order (ScaleRule checks them against the selector)
+RULE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "absmax": (),
+    "prevent_zero": (),
+    "four_over_six": ("criterion", "e8m0_candidates"),
+    "brute_force": (),
+    "e8m0_floor": (),
+    "e8m0_rceil": (),
+    "unit": (),
+}
 HIERARCHICAL_SCOPES = {"token": "row", "sequence": "slice"}  # scope -> quantize_blocks global_scale
 HIERARCHICAL_TARGET = 448.0  # c = max|x| / 448 with E4M3 scales, in both conventions (torch_eval.py:262-263)
 FINER_IS_BETTER_CODE = "clee1994/finer_is_better torch_eval.py @ 0080284"
+
+
+def check_numerics(ties: str, compute_dtype: str | None) -> str:
+    """The compute dtype of the numerics ``ties`` and ``compute_dtype`` (None is ``"float32"``); ValueError naming
+    a value not in :data:`TIES` or :data:`COMPUTE_DTYPES`."""
+    if ties not in TIES:
+        raise ValueError(f"unknown ties {ties!r}; valid: {', '.join(TIES)}")
+    dtype = "float32" if compute_dtype is None else compute_dtype
+    if dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"unknown compute_dtype {compute_dtype!r}; valid: None, {', '.join(COMPUTE_DTYPES)}")
+    return dtype
+
+
+def check_block_geometry(block_size: int | str | None, global_scale: str | None = None,
+                         global_target: float | None = None) -> None:
+    """ValueError naming the value unless the block geometry is valid: ``block_size`` an integer >= 1, ``"row"`` or
+    None (per tensor); ``global_scale`` None or one of :data:`GLOBAL_SCALES`, ``"row"`` and ``"slice"`` only with
+    blocks within rows; ``global_target`` None, or a finite number > 0 with a global scale. The one check of every
+    entry point (:func:`common.scaling.quantize_blocks`, :class:`common.recipes.QuantSpec`)."""
+    if block_size is not None and block_size != "row" and (
+            isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be an integer >= 1 or None (per tensor) or 'row' (one block per row), "
+                         f"got {block_size!r}")
+    if global_scale is not None and global_scale not in GLOBAL_SCALES:
+        raise ValueError(f"unknown global_scale {global_scale!r}; valid: None, {', '.join(GLOBAL_SCALES)}")
+    if block_size is None and global_scale in ("row", "slice"):
+        raise ValueError(f"global_scale={global_scale!r} needs blocks within rows; block_size=None is one block per "
+                         "tensor")
+    if global_target is not None and (global_scale is None or isinstance(global_target, bool)
+                                      or not isinstance(global_target, int | float)
+                                      or not 0 < global_target < math.inf):
+        raise ValueError(f"global_target must be a finite number > 0 and needs a global_scale mode, got "
+                         f"{global_target!r} with global_scale={global_scale!r}")
+
+
+def is_power_of_two_format(fmt: Format) -> bool:
+    """Whether ``fmt`` is a grid of powers of two (a float format without mantissa bits: E8M0)."""
+    return fmt.family is Family.FLOAT and fmt.mantissa_bits == 0
 
 
 def _aspect(label: str, values: dict[str, str] | None = None) -> dict[str, Any]:

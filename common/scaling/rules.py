@@ -39,6 +39,7 @@ take it (:class:`Arithmetic`, step 6).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,14 +48,13 @@ from functools import cache
 import torch
 
 from common.formats.quantize import chunk_elements, divide, exact_exp2, quantize_float32
-from common.formats.spec import Family, Format
+from common.formats.spec import Format
 from common.registry import lookup
+
+from .conventions import E8M0_CANDIDATES, RULE_OPTIONS, check_numerics, is_power_of_two_format
 
 PAIR_BUDGET = 1 << 18  # elements evaluated at once by the brute-force search on CPUs (DEVICE_CHUNK elsewhere)
 BOUND_ELEMENTS = 4  # brute force: elements of the partial-error lower bound
-TIES = ("even", "down")  # how round-to-nearest breaks ties (module docstring)
-COMPUTE_DTYPES = ("float32", "bfloat16")  # the arithmetic emulated (Arithmetic)
-E8M0_CANDIDATES = ("ocp", "floor_ceil")  # four_over_six's two candidates on a power-of-two scale grid
 # scale formats the Finer-is-Better code rounds by a torch dtype cast (nearest even, whatever the ties), keeping the
 # data's dtype: float8_e4m3fn (torch_eval.py:106-112) and bfloat16 (:113-119); every other format is rounded by
 # midpoint bucketing on a float32 grid (:130-143)
@@ -93,10 +93,7 @@ class Arithmetic:
     compute_dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.ties not in TIES:
-            raise ValueError(f"unknown ties {self.ties!r}; valid: {', '.join(TIES)}")
-        if self.compute_dtype not in COMPUTE_DTYPES:
-            raise ValueError(f"unknown compute_dtype {self.compute_dtype!r}; valid: None, {', '.join(COMPUTE_DTYPES)}")
+        check_numerics(self.ties, self.compute_dtype)  # ties and compute dtype from common.scaling.conventions
 
     @classmethod
     def of(cls, ties: str = "even", compute_dtype: str | None = None) -> Arithmetic:
@@ -191,10 +188,6 @@ def sparse_updates(t: torch.Tensor) -> bool:
 def positive_values(fmt: Format, device: torch.device) -> torch.Tensor:
     """The positive finite values of ``fmt``, ascending, float32 on ``device`` (cached per format and device)."""
     return torch.tensor(fmt.finite_values[fmt.finite_values > 0], dtype=torch.float32, device=device)
-
-
-def is_power_of_two_format(fmt: Format) -> bool:
-    return fmt.family is Family.FLOAT and fmt.mantissa_bits == 0
 
 
 def _floor_log2(x: torch.Tensor) -> torch.Tensor:
@@ -462,6 +455,16 @@ class ScaleRule:
     select: ScaleSelector
     global_range: Callable[[Format, Format], float] = full_range
     select_with_values: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def __post_init__(self) -> None:
+        """The selector's options are the ones :data:`common.scaling.conventions.RULE_OPTIONS` declares for the
+        rule (what a spec is validated against without importing this module)."""
+        options = tuple(name for name, p in inspect.signature(self.select).parameters.items()
+                        if p.kind is p.KEYWORD_ONLY and name not in ("prevent_zero", "ties", "compute_dtype"))
+        declared = lookup(RULE_OPTIONS, self.name, "scale rule")
+        if options != declared:
+            raise ValueError(f"scale rule {self.name!r}: its selector's options {options} are not the declared "
+                             f"{declared} (common.scaling.conventions.RULE_OPTIONS)")
 
 
 RULES: dict[str, ScaleRule] = {

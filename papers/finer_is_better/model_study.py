@@ -11,7 +11,8 @@ and scores the strided perplexity (window = stride, as the paper's 2048/2048) of
 of a split (:func:`common.eval.fake_quant_perplexity`), keeping every window's NLL and token count: the units of
 the claims' paired bootstrap. ``unquantized.json`` is the same evaluation without quantization, plus the weight
 sigma of the quantized linears (the point's sigma is their median). One job evaluates every cell of a
-(model, operands) pair: the model and the tokens are loaded once.
+(model, operands) pair: the model and the tokens are loaded once. The two evaluations import the model machinery
+(torch, transformers) when they run; the operand names and the gap summary serve the steps that only read records.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from common.compute import Compute
-from common.eval import fake_quant_perplexity
-from common.models import linear_sigmas, load_causal_lm
 from common.recipes import QuantRecipe
 from common.registry import lookup
 
 from .settings import parse_cell, quant_spec
+
+if TYPE_CHECKING:
+    from common.compute import Compute
 
 UNQUANTIZED = "unquantized"
 OPERANDS = {"w": "weights only", "wa": "weights and activations"}
@@ -52,6 +53,8 @@ def model_cells(config: Mapping[str, Any], cells: Sequence[str], operands: str, 
                 split: str | Path, compute: Compute | None = None) -> list[dict[str, Any]]:
     """The evaluation record of every cell of one (model, operands): :func:`common.eval.fake_quant_perplexity`
     (where ``compute`` says, :class:`common.compute.Compute`) plus the cell's name, parts and operands."""
+    from common.eval.fake_quant import fake_quant_perplexity
+
     study = config["model"]
     records = []
     for cell in cells:
@@ -67,6 +70,9 @@ def unquantized_cell(config: Mapping[str, Any], model_dir: str | Path, split: st
                      compute: Compute | None = None) -> dict[str, Any]:
     """The reference evaluation of ``model_dir`` (where ``compute`` says) and the weight sigma of every linear the
     cells quantize (of the checkpoint's float32 weights)."""
+    from common.eval.fake_quant import fake_quant_perplexity
+    from common.models import linear_sigmas, load_causal_lm
+
     study = config["model"]
     sigmas = linear_sigmas(load_causal_lm(model_dir), study["include"])
     if not sigmas:

@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.analysis import block_stats, sigma_grid, standard_normal
 from common.theory import block_mse, zero_block_probability
 
 from .settings import REFERENCE_SCALE, parse_cell, variant_options
 
 
 def numerical_cell(config: Mapping[str, Any], cell: str) -> dict[str, Any]:
-    """The MSE-vs-sigma curve of one (element, scale, block size, variant)."""
+    """The MSE-vs-sigma curve of one (element, scale, block size, variant): the Monte Carlo of
+    :mod:`common.analysis.mse` (torch, imported here: the summaries and curves below only read cells)."""
+    from common.analysis.mse import block_stats, sigma_grid, standard_normal
+
     start = time.perf_counter()
     parts = parse_cell(cell)
     study = config["numerical"]

@@ -63,7 +63,7 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def summary(args: argparse.Namespace) -> None:
-    from common.qat.run import parse_seed_cell
+    from common.qat.seeds import parse_seed_cell
 
     from .claims import evaluation_key
     from .study import study_summary

@@ -58,7 +58,7 @@ from common.eval.scores import TASK_ACCURACY, example_correct, score_mismatches,
 from common.io import read_json
 from common.observers import OBSERVERS, make_observer
 from common.qat import ROLES
-from common.qat.run import parse_seed_cell, seed_cell
+from common.qat.seeds import parse_seed_cell, seed_cell
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts, seed_estimate, trajectory_estimate
 

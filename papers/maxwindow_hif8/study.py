@@ -29,7 +29,7 @@ from common.analysis import observer_study
 from common.analysis.observer_study import SPIKE_KINDS, TRACE_KINDS, amax_trace, run_observer, spike_steps
 from common.eval.compare import metric_entry, relative_drop
 from common.observers import OBSERVER_NAMES
-from common.qat.run import seed_cell
+from common.qat.seeds import seed_cell
 
 from .settings import recipe, run_names, run_settings
 

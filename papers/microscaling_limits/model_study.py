@@ -10,7 +10,8 @@ quantized in blocks along the hidden axis) or ``<element>-<variant>-b<n>-weights
 :func:`common.eval.fake_quant_perplexity` and keep its per-window NLL sums and token counts; zero-shot cells
 (``results/microscaling_limits/zeroshot/<model>/<cell>.json``) are evaluated by
 :func:`common.eval.fake_quant_zero_shot` on the shared cloze and choice tasks and keep each example's correctness,
-the units of a paired bootstrap over examples.
+the units of a paired bootstrap over examples. The two evaluations import the model machinery (torch, transformers)
+when they run; the cell names and the gap summary serve the steps that only read records.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from common.compute import Compute
-from common.eval import fake_quant_perplexity, fake_quant_zero_shot, perplexity_gaps
+from common.eval import perplexity_gaps
 from common.recipes import QuantRecipe
 
 from .settings import variant_spec
+
+if TYPE_CHECKING:
+    from common.compute import Compute
 
 UNQUANTIZED = "unquantized"
 CELL = re.compile(r"(?P<element>[a-z0-9]+)-(?P<variant>[a-z0-9]+)-b(?P<block>[0-9]+)(?P<weights>-weights)?")
@@ -51,6 +54,8 @@ def model_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, spli
                name: str, compute: Compute | None = None) -> dict[str, Any]:
     """Perplexity record of one cell of model ``name`` (``"unquantized"``: the reference), with ``name``,
     ``cell`` and the cell's parts (:func:`parse_cell`); run where ``compute`` says (:class:`common.compute.Compute`)."""
+    from common.eval.fake_quant import fake_quant_perplexity
+
     study = config["model"]
     parts = {} if cell == UNQUANTIZED else parse_cell(cell)
     recipe = None if cell == UNQUANTIZED else cell_recipe(cell)
@@ -65,6 +70,8 @@ def zero_shot_cell(config: Mapping[str, Any], cell: str, model_dir: str | Path, 
     """Zero-shot record of one quantized cell of model ``name`` (:func:`common.eval.fake_quant_zero_shot`):
     ``metrics.cloze`` and ``metrics.choice`` with every example's correctness, ``name``, ``cell`` and the cell's
     parts."""
+    from common.eval.fake_quant import fake_quant_zero_shot
+
     study = config["model"]
     record = fake_quant_zero_shot(model_dir, cell_recipe(cell), include=study["include"],
                                   tasks={"cloze": cloze, "choice": choice}, batch_size=study["batch_size"],

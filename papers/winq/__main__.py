@@ -1,8 +1,8 @@
 """``python -m papers.winq <step>``: the thin steps the Snakemake rules run (read inputs, call the package, write the
 output atomically). ``--config-json`` is the profile's study config (``settings.profile_config``).
 
-A training cell is one seed of a run, ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`), and every artifact of it
-names the cell in its path, which the steps parse back (:func:`common.qat.run.parse_seed_cell`): a cell's logs in
+A training cell is one seed of a run, ``<run>/seed<k>`` (:func:`common.qat.seeds.seed_cell`), and every artifact of it
+names the cell in its path, which the steps parse back (:func:`common.qat.seeds.parse_seed_cell`): a cell's logs in
 ``--run-dir`` ``.../runs/<run>/seed<k>/`` (``train_log.csv`` with the gradient norm per step, ``eval_log.csv``: the
 validation-perplexity curve, ``train_summary.json``, ``qat.json``), its checkpoint in ``--out``
 ``.../trained/winq/<run>/seed<k>`` (latent weights, ``lowbit_metadata.json``, ``lowbit_scales.safetensors``), its
@@ -39,13 +39,13 @@ from common.cli import (
 )
 from common.config import json_object
 from common.io import read_json, write_json
-from common.qat.run import parse_seed_cell, seed_cell
+from common.qat.seeds import parse_seed_cell, seed_cell
 
 from .settings import FIGURES
 
 
 def cell_of_path(path: str | os.PathLike[str], depth: int = 0) -> str:
-    """The cell ``<run>/seed<k>`` a path names (:func:`common.qat.run.parse_seed_cell`; a ``.json`` file's suffix
+    """The cell ``<run>/seed<k>`` a path names (:func:`common.qat.seeds.parse_seed_cell`; a ``.json`` file's suffix
     dropped): ``depth`` 0 for ``.../<run>/seed<k>`` or ``.../<run>/seed<k>.json``, 1 for a file in the cell's
     folder."""
     path = Path(path)

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from common.eval.scores import TASK_ACCURACY, example_correct, score_mismatches, window_columns
-from common.qat.run import seed_cell
+from common.qat.seeds import seed_cell
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Evidence, Sums, perplexity, seed_estimate, trajectory_estimate
 

@@ -5,7 +5,7 @@ A run trains the base model with the ParetoQ quantizers of :mod:`common.qat.lowb
 selection :func:`common.qat.lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable
 scales ``alpha``) at ``bits`` weight bits, optionally 8-bit per-token activations and a Hadamard rotation, with one
 of the
-:data:`METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`common.winq`),
+:data:`.settings.METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`common.winq`),
 ``interpolation`` or ``noise`` alone. Interpolation: ``W <- (1 - strength) W + strength Q(W)`` after optimizer
 steps ``K, 2K, ..., N`` counted from 1 (:class:`common.winq.WinQ`, ``K = every``); noise: ``sigma N(0, I)`` on the
 latent weights and scales in every training forward, none at evaluation (:meth:`LowBitHandle.set_noise`), drawn
@@ -33,7 +33,6 @@ training trajectory unchanged; their settings are part of the run's record (``di
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +48,7 @@ from common.train import Hooks, TrainConfig, is_main_process
 from common.winq import WINQ_STRENGTH, WinQ
 from common.winq_diagnostics import STAGNATION_BATCHES, STAGNATION_SEED, WinQDiagnostics, fixed_batches
 
-
-@dataclass(frozen=True)
-class Method:
-    """Which WinQ components a method uses."""
-
-    interpolate: bool
-    noise: bool
-
-
-METHODS: dict[str, Method] = {
-    "baseline": Method(interpolate=False, noise=False),  # ParetoQ QAT
-    "winq": Method(interpolate=True, noise=True),
-    "interpolation": Method(interpolate=True, noise=False),
-    "noise": Method(interpolate=False, noise=True),
-}
+from .settings import METHODS, Method
 
 
 class NoiseState(Hooks):

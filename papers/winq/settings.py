@@ -1,7 +1,7 @@
 """The study's configuration and its runs.
 
 A *run* is ``<setting>-<method>`` (``w2-winq``, ``w1.58-baseline``; setting names hold no ``-``: the schema allows
-``[a-z0-9.]``) and a *training cell* is one seed of it, ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`): a seed
+``[a-z0-9.]``) and a *training cell* is one seed of it, ``<run>/seed<k>`` (:func:`common.qat.seeds.seed_cell`): a seed
 fixes the data order, the initialisation of anything new and the noise, so two methods of one seed share their data
 order and a claim pairs them by seed.
 
@@ -26,21 +26,36 @@ profile's 240k steps for 1-2 bits and W1A8, 80k for >= 3 bits).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from common.config import active_profile
-from common.qat.lowbit import LOWBIT_BITS
-from common.qat.run import seed_cell
+from common.qat.seeds import seed_cell
+from common.recipes import LOWBIT_BITS
 from common.registry import lookup
 from common.train import TrainConfig
-
-from .run import METHODS
 
 KEY = "winq"
 FIGURES = ("curves", "grad-norm", "diagnostics", "final", "spectra", "spectra-methods",  # the report's figures
            "hessian-stats")
 BIT_WIDTHS = {str(bits): bits for bits in LOWBIT_BITS}  # by their YAML spelling: "1", "1.58", "2", "3", "4"
 GROUPS = ("low_bit", "a8", "high_bit")
+
+
+@dataclass(frozen=True)
+class Method:
+    """Which WinQ components a method uses."""
+
+    interpolate: bool
+    noise: bool
+
+
+METHODS: dict[str, Method] = {
+    "baseline": Method(interpolate=False, noise=False),  # ParetoQ QAT
+    "winq": Method(interpolate=True, noise=True),
+    "interpolation": Method(interpolate=True, noise=False),
+    "noise": Method(interpolate=False, noise=True),
+}
 
 
 def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
@@ -114,7 +129,7 @@ def run_seeds(config: Mapping[str, Any], name: str) -> list[int]:
 
 
 def training_cells(config: Mapping[str, Any]) -> list[str]:
-    """Every training cell ``<run>/seed<k>`` (:func:`common.qat.run.seed_cell`), run by run, seeds ascending."""
+    """Every training cell ``<run>/seed<k>`` (:func:`common.qat.seeds.seed_cell`), run by run, seeds ascending."""
     return [seed_cell(name, seed) for name in run_names(config) for seed in sorted(run_seeds(config, name))]
 
 

@@ -57,7 +57,7 @@ import numpy as np
 
 from common.eval.compare import metric_entry
 from common.io import read_jsonl
-from common.qat.run import parse_seed_cell, seed_cell
+from common.qat.seeds import parse_seed_cell, seed_cell
 
 from .settings import (
     GROUPS,

@@ -265,24 +265,15 @@ def test_cli_errors(args, message, tiny_checkpoint, tmp_path, capsys):
     assert not (tmp_path / "advice.csv").exists()
 
 
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    from common.models import convert_smollm2
-
-    folder = tmp_path_factory.mktemp("smollm2") / "model"
-    convert_smollm2(folder)
-    return folder
-
-
 @pytest.mark.slow
-def test_smollm2(smollm2):
+def test_smollm2(smollm2_checkpoint):
     """SmolLM2-135M (dequantized Q4_1 weights): 210 linears, sigma 0.047 to 0.40, all far above UE4M3's crossovers,
     so nothing inverts; UE4M3 4/6 at block 8 wins everywhere, saving 41% of the error of UE4M3 abs-max at 16."""
-    advice = advise(smollm2)
+    advice = advise(smollm2_checkpoint)
     summary = advice["summary"]
     assert summary["tensors"] == 30 * 7  # 30 Llama layers of q, k, v, o, gate, up, down
     assert summary["parameters"] == 30 * (2 * 576 * 576 + 2 * 192 * 576 + 3 * 1536 * 576)
-    weights = linear_weights(load_causal_lm(smollm2))
+    weights = linear_weights(load_causal_lm(smollm2_checkpoint))
     name = "model.layers.0.mlp.down_proj.weight"
     tensor = next(t for t in advice["tensors"] if t["name"] == name)
     for key, (scale, rule, global_scale) in CALLS.items():

@@ -8,7 +8,6 @@ from common.models import (
     ARCHITECTURES,
     SMOLLM2_NOTE,
     build_model,
-    convert_smollm2,
     count_parameters,
     load_model,
     save_checkpoint,
@@ -62,9 +61,8 @@ def test_bad_names_and_paths():
 
 
 @pytest.mark.slow
-def test_smollm2_conversion(tmp_path):
-    convert_smollm2(tmp_path / "smollm2")
-    model, tokenizer = load_model(tmp_path / "smollm2")
+def test_smollm2_conversion(smollm2_checkpoint):
+    model, tokenizer = load_model(smollm2_checkpoint)
     assert 130e6 < count_parameters(model) < 140e6
     assert model.config.model_type == "llama"
     ids = torch.tensor([tokenizer("The capital of France is", add_special_tokens=False)["input_ids"]])
@@ -73,4 +71,4 @@ def test_smollm2_conversion(tmp_path):
     assert torch.isfinite(logits).all()
     assert tokenizer.decode(logits[0, -1].argmax()).strip() in {"Paris", "the", "a"}
     assert "dequantized Q4_1" in SMOLLM2_NOTE
-    assert "dequantized Q4_1" in (tmp_path / "smollm2" / "lowbit_metadata.json").read_text()
+    assert "dequantized Q4_1" in (smollm2_checkpoint / "lowbit_metadata.json").read_text()

@@ -6,7 +6,8 @@ import torch
 from common.io import read_json
 from common.models import load_float_model
 from common.qat.lowbit_io import LowBitAttachment, load_lowbit_model, read_lowbit_record
-from common.qat.run import QAT_RECORD_FILE, Attachment, parse_seed_cell, qat_run, seed_cell
+from common.qat.run import QAT_RECORD_FILE, Attachment, qat_run
+from common.qat.seeds import parse_seed_cell, seed_cell
 from common.quantization import prepare
 from common.recipes import LowBitRecipe
 from common.train import TrainConfig

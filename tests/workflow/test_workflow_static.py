@@ -1,17 +1,45 @@
-"""The workflow without running it: Snakemake's linter, snakefmt, and a dry run of the SLURM profile (which
-must work on a machine without SLURM)."""
+"""The workflow without running it: Snakemake's linter, snakefmt, and the plans of forced dry runs of the profiles
+(the SLURM ones must plan on a machine without SLURM). Each dry run is made once per test run and read by every test
+that checks its plan (:func:`dry_runs`)."""
 
+import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
+from shared_testing import made_once
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+Plan = Callable[..., str]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="session")
+def dry_runs(tmp_path_factory) -> Plan:
+    """``dry_runs(profile, *targets, extra=())``: the plan (stdout and stderr) of the forced dry run ``snakemake
+    --profile workflow/profiles/<profile> -n -F *extra -- *targets``, made once per test run for each (profile,
+    targets, extra), whichever xdist worker asks first, and read by every test that asks; a failed one fails them
+    all."""
+    def plan(profile: str, *targets: str, extra: tuple[str, ...] = ()) -> str:
+        command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *extra,
+                   "--", *targets]
+        name = f"dry_run-{hashlib.sha256(json.dumps(command).encode()).hexdigest()[:16]}"
+
+        def make(root: Path) -> None:
+            done = run(*command)
+            assert done.returncode == 0, done.stderr[-3000:]
+            (root / f"{name}.txt").write_text(done.stdout + done.stderr)
+
+        return (made_once(tmp_path_factory, name, make) / f"{name}.txt").read_text()
+
+    return plan
 
 
 def test_snakemake_lint_is_clean():
@@ -25,20 +53,14 @@ def test_snakefmt_check_passes():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def test_slurm_profile_dry_run_needs_no_cluster():
-    done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm", "-n", "-F",
-               "reports/finer_is_better.html")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "fib_ptq_cell" in done.stdout
+def test_slurm_profile_dry_run_needs_no_cluster(dry_runs):
+    assert "fib_ptq_cell" in dry_runs("slurm", "reports/finer_is_better.html")
 
 
-def test_default_qat_studies_train_three_seeds_from_their_base_models():
+def test_default_qat_studies_train_three_seeds_from_their_base_models(dry_runs):
     """The default profile's QAT plans: every training cell starts on seeds 0-2 from the QAT papers' shared base
     model `tiny_tied` (63% of its parameters in linears: WinQ's card bound 60%, Max-Window's MLP share bound 0.257)."""
-    done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/default", "-n", "-F",
-               "reports/maxwindow_hif8.html", "reports/winq.html")
-    assert done.returncode == 0, done.stderr[-3000:]
-    plan = done.stdout + done.stderr
+    plan = dry_runs("default", "all")
     for command in ("python -m papers.maxwindow_hif8 train", "python -m papers.winq train"):
         trains = [line for line in plan.splitlines() if command in line]
         assert trains, command
@@ -47,23 +69,21 @@ def test_default_qat_studies_train_three_seeds_from_their_base_models():
     assert plan.count("python -m papers.maxwindow_hif8 train") == 27
 
 
-def planned_outputs(profile: str, *targets: str, extra: tuple[str, ...] = ()) -> set[str]:
-    """Every output file of a forced dry run of ``targets`` under ``profile`` (the `output:` lines of the plan)."""
-    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *extra,
-               "--", *targets)
-    assert done.returncode == 0, done.stderr[-3000:]
+def planned_outputs(plan: str) -> set[str]:
+    """Every output file of a dry run's ``plan`` (its `output:` lines)."""
     outputs = set()
-    for line in (done.stdout + done.stderr).splitlines():
+    for line in plan.splitlines():
         if line.strip().startswith("output:"):
             outputs |= {path.strip() for path in line.split(":", 1)[1].split(",")}
     return outputs
 
 
-def test_results_of_two_profiles_coexist():
+def test_results_of_two_profiles_coexist(dry_runs):
     """The smoke and default plans write disjoint files: smoke under results/smoke, reports/smoke, logs/smoke; the
     default profile under the short paths; only data/ (corpora, tokenizers keyed by their own parameters) is
     shared."""
-    smoke, default = planned_outputs("smoke", "all", "shared_stages"), planned_outputs("default", "all")
+    smoke = planned_outputs(dry_runs("smoke", "all", "shared_stages"))
+    default = planned_outputs(dry_runs("default", "all"))
     assert smoke
     assert default
     assert all(path.startswith(("results/smoke/", "reports/smoke/", "data/")) for path in smoke), sorted(smoke)[:5]
@@ -97,25 +117,22 @@ def test_an_external_model_by_path_or_hub_id_is_linked(tmp_path):
     assert str(tmp_path / "gone") in missing.stdout + missing.stderr
 
 
-def test_training_steps_given_several_gpus_run_under_torchrun():
+def test_training_steps_given_several_gpus_run_under_torchrun(dry_runs):
     """A training job with N > 1 GPUs (resource gpu) starts one process per GPU; with none or one, plain python."""
-    target = "results/smoke/models/trained/winq/w1-winq/seed0"
-    for resources, launch in (([], "python -m papers.winq train"),
-                              (["--set-resources", "wq_train:gpu=4"],
-                               "torchrun --standalone --nproc_per_node=4 -m papers.winq train")):
-        done = run(sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/smoke", "-n", "-F", *resources,
-                   "--", target)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"OMP_NUM_THREADS=1 {launch} " in done.stdout + done.stderr
+    smoke = planned_jobs(dry_runs("smoke", "all", "shared_stages"))
+    trains = [job["shell"] for job in smoke if job["rule"] == "wq_train"]
+    assert trains
+    assert all(shell.startswith("OMP_NUM_THREADS=1 python -m papers.winq train ") for shell in trains)
+    four = dry_runs("smoke", "results/smoke/models/trained/winq/w1-winq/seed0", extra=("--set-resources",
+                                                                                        "wq_train:gpu=4"))
+    assert "OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node=4 -m papers.winq train " in four
 
 
-def planned_jobs(profile: str, *targets: str, extra: tuple[str, ...] = ()) -> list[dict[str, str]]:
-    """The jobs of a forced dry run: per job its ``rule``, ``resources`` (the plan's line) and ``shell`` command."""
-    done = run(sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "-n", "-F", *extra,
-               "--", *targets)
-    assert done.returncode == 0, done.stderr[-3000:]
+def planned_jobs(plan: str) -> list[dict[str, str]]:
+    """The jobs of a dry run's ``plan``: per job its ``rule``, ``resources`` (the plan's line) and ``shell``
+    command."""
     jobs: list[dict[str, str]] = []
-    for line in (done.stdout + done.stderr).splitlines():
+    for line in plan.splitlines():
         if line.startswith(("rule ", "localrule ")) and line.endswith(":"):
             jobs.append({"rule": line.split()[1].rstrip(":"), "resources": "", "shell": ""})
         elif jobs and line.strip().startswith("resources:"):
@@ -130,12 +147,12 @@ PAPER_MODELS = {"llama31_8b": "meta-llama/Llama-3.1-8B", "granite33_8b": "ibm-gr
                 "llama2_7b": "meta-llama/Llama-2-7b-hf", "llama32_1b": "meta-llama/Llama-3.2-1B"}
 
 
-def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu():
+def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu(dry_runs):
     """`--profile workflow/profiles/paper -n`: every report from the papers' hub models (linked, never pretrained or
     converted) and hub datasets (WikiText-2 in its own splits joined, WikiText-103, a FineWeb sample, which the QAT
     trains read as token shards made with the study model's tokenizer), every model step asking for a GPU, under
     results/paper/."""
-    jobs = planned_jobs("paper", "all")
+    jobs = planned_jobs(dry_runs("paper", "all"))
     rules = [job["rule"] for job in jobs]
     assert not {"pretrain_base_model", "train_tokenizer", "convert_smollm2", "fetch_corpus"} & set(rules)
     links = sorted(job["shell"] for job in jobs if job["rule"] == "link_external_model")
@@ -170,15 +187,15 @@ def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu()
                    if job["rule"] in ("fib_ptq_cells", "msl_ptq_cells", "msl_ptq_sweep_cells", "wq_hessian")]
     assert all("--device auto --dtype bfloat16" in job["shell"] and "gpu=1" in job["resources"]
                for job in evaluations)
-    outputs = planned_outputs("paper", "all")
+    outputs = planned_outputs(dry_runs("paper", "all"))
     assert all(path.startswith(("results/paper/", "reports/paper/", "data/")) for path in outputs)
 
 
-def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun():
+def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun(dry_runs):
     """workflow/profiles/slurm-gpu, dry run (no cluster): the paper profile, every model step on one GPU, every QAT
     training job on 8 GPUs of one node under torchrun."""
-    jobs = planned_jobs("slurm-gpu", "reports/paper/winq.html", "reports/paper/maxwindow_hif8.html",
-                        extra=("--cores", "64"))
+    jobs = planned_jobs(dry_runs("slurm-gpu", "reports/paper/winq.html", "reports/paper/maxwindow_hif8.html",
+                                 extra=("--cores", "64")))
     for job in jobs:
         if job["rule"] in ("mw_train", "wq_train"):
             assert "gpu=8" in job["resources"], job
@@ -191,7 +208,7 @@ def test_slurm_gpu_profile_gives_each_training_job_eight_gpus_under_torchrun():
     assert {job["rule"] for job in jobs} >= {"mw_train", "wq_train", "wq_hessian", "link_external_model"}
 
 
-def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path):
+def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path, dry_runs):
     """`--profile workflow/profiles/standin -n` (docs/scale.md; `make standin`): the paper profile's plan with
     every hub model a local folder (here an empty stand-in; the profile's own is the smoke base model), every corpus a
     registry one: all four reports and the index, nothing pretrained, every model linked, the QAT studies continuing
@@ -201,7 +218,8 @@ def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path):
     config = tmp_path / "standin.yaml"
     config.write_text(json.dumps({"profiles": {"standin": {"external_models": {
         name: {"path": str(stand_in)} for name in PAPER_MODELS}}}}))
-    jobs = planned_jobs("standin", "all", extra=("--configfile", str(config)))
+    plan = dry_runs("standin", "all", extra=("--configfile", str(config)))
+    jobs = planned_jobs(plan)
     rules = [job["rule"] for job in jobs]
     assert not {"pretrain_base_model", "train_tokenizer", "convert_smollm2"} & set(rules)
     assert rules.count("render_report") == 4
@@ -223,7 +241,7 @@ def test_standin_profile_plans_the_paper_profile_on_local_models(tmp_path):
     assert fib == {f"results/standin/models/external/{m}" for m in ("llama31_8b", "qwen25_14b")}
     evaluations = [job for job in jobs if job["rule"] in ("fib_ptq_cells", "msl_ptq_cells", "wq_hessian")]
     assert all("--device auto --dtype bfloat16" in job["shell"] for job in evaluations)
-    outputs = planned_outputs("standin", "all", extra=("--configfile", str(config)))
+    outputs = planned_outputs(plan)
     assert {f"reports/standin/{paper}.html" for paper in ("finer_is_better", "microscaling_limits",
                                                           "maxwindow_hif8", "winq", "index")} <= outputs
     assert all(path.startswith(("results/standin/", "reports/standin/", "data/")) for path in outputs)

@@ -13,7 +13,7 @@ from common.config import merged, profile_dirs, profile_overrides
 from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
 from common.models.external import missing_hub_sources
-from common.qat.run import seed_cell
+from common.qat.seeds import seed_cell
 
 # CFG: the configuration of the selected profile (config["profiles"][profile], after the profiles it `extends`,
 # merged over the rest)
@@ -279,5 +279,5 @@ def training_split(corpus, split, model):
 
 
 def seed_cells(runs, seeds):
-    """``<run>/seed<k>`` of every run and seed (common.qat.run.seed_cell): the training cells of a QAT paper."""
+    """``<run>/seed<k>`` of every run and seed (common.qat.seeds.seed_cell): the training cells of a QAT paper."""
     return [seed_cell(run, seed) for run in runs for seed in seeds]

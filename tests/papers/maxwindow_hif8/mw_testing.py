@@ -39,7 +39,7 @@ import yaml
 
 from common.observers import OBSERVERS
 from common.qat import TELEMETRY_FIELDS, saturation_summary
-from common.qat.run import seed_cell
+from common.qat.seeds import seed_cell
 from papers.maxwindow_hif8.__main__ import last_row
 from papers.maxwindow_hif8.claims import Artifact, Study, telemetry_runs
 from papers.maxwindow_hif8.context import our_setup
