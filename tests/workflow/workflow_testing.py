@@ -8,8 +8,11 @@ the background once the base model exists, so that it runs beside the rest of th
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
+import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -24,9 +27,13 @@ from shared_testing import made_once, shared_lock
 from common.config import merged, profile_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "workflow"))
+from forkserver import ForkServer  # noqa: E402 (workflow/ is no package)
+
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--profile"]
 SMOKE_MODEL = "results/smoke/models/base/smoke"  # the smoke profile's base model, the stand-in profile's every model
 BUILD_TIMEOUT = 3600  # seconds of one Snakemake run of a build (two builds may share the 2 cores of CI)
+SERVER_START = threading.Lock()  # the stand-in build's thread and the worker's tests may start Snakemake together
 
 
 def copy_worktree(destination: Path) -> None:
@@ -61,9 +68,21 @@ def corpus_targets(profile: str) -> list[str]:
     return [f"data/corpora/{data[role]}/manifest.json" for role in ("pretrain", "shift")]
 
 
+@functools.cache
+def fork_server() -> ForkServer:
+    """This worker's fork server (``workflow/forkserver.py``), started at its first Snakemake run and stopped at its
+    exit: the builds' steps start warm, without their seconds of imports each."""
+    server = ForkServer().start()
+    atexit.register(server.stop)
+    return server
+
+
 def snakemake(copy: Path, *args: str, timeout: int = 300, profile: str = "smoke") -> subprocess.CompletedProcess:
+    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``copy``, its steps warm (:func:`fork_server`)."""
+    with SERVER_START:
+        environment = fork_server().environ(dict(os.environ))
     return subprocess.run([*SNAKEMAKE, f"workflow/profiles/{profile}", *args], cwd=copy, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=environment)
 
 
 def built_once(tmp_path_factory: pytest.TempPathFactory, stage: str, copy_name: str,
