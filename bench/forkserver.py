@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from _report import finish, target
+from imports import import_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
@@ -37,7 +38,6 @@ STEPS = {
     "evaluation (Max-Window)": ("papers.maxwindow_hif8.__main__", "common.eval.cli", "common.models"),
     "QAT training (WinQ)": ("papers.winq.__main__", "papers.winq.run", "common.train.loop", "common.models"),
 }
-HEAVY = ("torch", "transformers")
 
 
 def start_seconds(python: str, modules: tuple[str, ...], environ: dict[str, str], repeats: int) -> float:
@@ -49,13 +49,6 @@ def start_seconds(python: str, modules: tuple[str, ...], environ: dict[str, str]
                        stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - started)
     return min(times)
-
-
-def loads_heavy(modules: tuple[str, ...], environ: dict[str, str]) -> bool:
-    script = f"import sys{''.join(f', {m}' for m in modules)}; print(any(n in sys.modules for n in {HEAVY!r}))"
-    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=environ, capture_output=True, text=True,
-                         check=True)
-    return run.stdout.strip() == "True"
 
 
 def main() -> None:
@@ -78,7 +71,7 @@ def main() -> None:
         for name, modules in STEPS.items():
             cold = start_seconds(sys.executable, modules, environ, args.repeats)
             warm = start_seconds(warm_python, modules, server.environ(), args.repeats)
-            heavy = loads_heavy(modules, environ)
+            heavy = import_cpu(modules)[1]  # whether the step loads torch or transformers
             steps[name] = {"cold_seconds": cold, "warm_seconds": warm, "warm_over_cold": warm / cold,
                            "loads_torch_transformers": heavy}
             print(f"{name:30s} {'torch' if heavy else '-':>5s} {cold:7.2f} {warm:7.2f} {warm / cold:11.2f}",

@@ -111,9 +111,14 @@ def client(address: str, argv: list[str]) -> None:
         status += chunk
     code = STATUS.unpack(status)[0]
     if code < 0:  # the step died by a signal: so does its client, as the shell expects
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
+        die_by_signal(-code)
     sys.exit(code)
+
+
+def die_by_signal(number: int) -> None:
+    """Ends this process by signal ``number`` (its default action), as the step it stands for ended."""
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
 
 
 # --- the server ------------------------------------------------------------------------------------------------
@@ -173,13 +178,14 @@ def pass_on(connection: socket.socket, pid: int) -> None:
 
 
 class Defaults:
-    """What a fresh process has after its imports, measured in the server before any step: the environment it
-    started with (``environ``), the variables the imports set (``set_by_imports``: a fresh process sets them too,
-    where the caller did not), and its threads without any of :data:`THREADS` (torch's, the BLAS library's)."""
+    """What a fresh process has after its imports, measured in the server before any step: the variables of the
+    environment it started with that its imports read (``import_time``: a step runs warm only with the same), the
+    variables the imports set (``set_by_imports``: a fresh process sets them too, where the caller did not), and its
+    threads without any of :data:`THREADS` (torch's, the BLAS library's)."""
 
-    def __init__(self, environ: dict[str, str], set_by_imports: dict[str, str], torch_threads: int,
+    def __init__(self, import_time: dict[str, str], set_by_imports: dict[str, str], torch_threads: int,
                  blas_threads: int) -> None:
-        self.environ, self.set_by_imports = environ, set_by_imports
+        self.import_time, self.set_by_imports = import_time, set_by_imports
         self.torch_threads, self.blas_threads = torch_threads, blas_threads
 
     @classmethod
@@ -189,7 +195,7 @@ class Defaults:
 
         set_by_imports = {key: value for key, value in os.environ.items() if started.get(key) != value}
         blas = [pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
-        return cls(started, set_by_imports, torch.get_num_threads(), blas[0] if blas else 1)
+        return cls(import_time_environment(started), set_by_imports, torch.get_num_threads(), blas[0] if blas else 1)
 
 
 def receive(connection: socket.socket) -> tuple[dict, list[int]]:
@@ -214,7 +220,7 @@ def start_step(connection: socket.socket, listener: socket.socket, selector: sel
         return None
     try:
         warm = (len(descriptors) == 3 and step_module(request["argv"]) is not None
-                and import_time_environment(request["env"]) == import_time_environment(defaults.environ))
+                and import_time_environment(request["env"]) == defaults.import_time)
         if not warm:
             connection.sendall(b"c")
             return None
@@ -281,8 +287,7 @@ def run_step(request: dict, descriptors: list[int], defaults: Defaults) -> None:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
+        die_by_signal(-code)
     os._exit(code & 0xFF)
 
 
@@ -319,7 +324,9 @@ class ForkServer:
         self.process = subprocess.Popen([sys.executable, str(here), "serve", str(address)], env=environ,
                                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         if self.process.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"the fork server did not start (exit status {self.process.wait()})")
+            status = self.process.wait()
+            self.stop()  # its folder and shim go too
+            raise RuntimeError(f"the fork server did not start (exit status {status})")
         return self
 
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -355,7 +362,10 @@ if __name__ == "__main__":
     role, *arguments = sys.argv[1:] or [""]
     if role == "run" and arguments:
         with ForkServer() as server:
-            sys.exit(subprocess.run(arguments, env=server.environ()).returncode)
+            try:
+                sys.exit(subprocess.run(arguments, env=server.environ()).returncode)
+            except FileNotFoundError:
+                sys.exit(f"forkserver: no command {arguments[0]!r} to run")
     elif role == "serve" and len(arguments) == 1:
         serve(arguments[0])
     elif role == "client" and arguments:

@@ -156,6 +156,10 @@ def test_run_gives_its_command_a_server_and_returns_its_status():
     result = subprocess.run([sys.executable, FORKSERVER, "run", sys.executable, "-c", script], capture_output=True,
                             text=True, timeout=120)
     assert (result.returncode, result.stdout) == (4, "True\n")
+    missing = subprocess.run([sys.executable, FORKSERVER, "run", "no-such-command"], capture_output=True, text=True,
+                             timeout=120)
+    assert missing.returncode == 1  # (the server's own start writes to the same stderr before it)
+    assert missing.stderr.splitlines()[-1] == "forkserver: no command 'no-such-command' to run"
     usage = subprocess.run([sys.executable, FORKSERVER, "run"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 1
     assert usage.stderr.startswith("forkserver: run?\nusage: python workflow/forkserver.py run COMMAND...")
