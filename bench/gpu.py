@@ -34,8 +34,8 @@ import torch
 import transformers
 from _report import finish, target
 
-from common.qat import scaled_qdq
 from common.quantization import prepare, quantize_
+from common.quantizers import scaled_qdq
 from common.recipes import SPECS, get_recipe
 from common.scaling import quantize_blocks
 from common.train import causal_lm_loss

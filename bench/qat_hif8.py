@@ -25,8 +25,8 @@ from _report import finish, target
 from _vocab import SyntheticVocab
 
 from common.models import build_model, count_parameters
-from common.qat import w8a8_selection
 from common.quantization import prepare
+from common.quantizers import w8a8_selection
 from common.recipes import DelayedScalingRecipe
 from common.train import causal_lm_loss
 

@@ -1,24 +1,24 @@
-"""Quantization recipes: the spine of every path, below both ``common.ptq`` and ``common.qat`` (in the style of
-TransformerEngine's ``transformer_engine.common.recipe``: every recipe type derives from one :class:`Recipe` base and
-names the numerics per tensor role).
+"""Quantization recipes as data: frozen dataclasses that name the numerics of a model's Linear layers, validated on
+construction and read by the code that applies them (in the style of TransformerEngine's
+``transformer_engine.common.recipe``: plain recipe types deriving from one :class:`Recipe` base, and modules that
+read them). A recipe knows nothing of that code: which implementation applies which recipe type is the dispatch
+table of the front door, :data:`common.quantization.RECIPE_PATHS`.
 
-* :class:`QuantSpec`: one block quantization of a tensor along its last axis (element and scale formats, block
-  size or ``"row"`` or ``None`` per tensor, scale rule and its options, prevent-zero, global scale and its
-  target); ``rule=None`` describes learned (QAT) scales.
+* :class:`QuantSpec`: one block quantization of a tensor along one axis (element and scale formats, block size or
+  ``"row"`` or ``None`` per tensor, scale rule and its options, prevent-zero, global scale and its target);
+  ``rule=None`` describes learned (QAT) scales. The one function that quantizes a tensor with a spec is
+  :func:`common.quantizers.quantize_tensor`.
 * :class:`QuantRecipe` (``record_type`` ``"block"``): the block specs of a Linear layer's roles, ``weights`` and
-  ``activations`` (the layer input): PTQ (:meth:`QuantRecipe.apply`: :func:`common.ptq.apply_quantization`,
-  quantized checkpoints) and fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`).
+  ``activations`` (the layer input): post-training quantization and quantized checkpoints, or fake-quant QAT with a
+  straight-through estimator.
 * :class:`DelayedScalingRecipe` (``"delayed_scaling"``): per-tensor delayed scaling of all three GEMM operands
-  (input, weight, output gradient), the HiF8 W8A8 QAT of *Max-Window* (:func:`common.qat.attach_w8a8`).
+  (input, weight, output gradient), the HiF8 W8A8 QAT of *Max-Window*.
 * :class:`LowBitRecipe` (``"lowbit"``): ParetoQ low-bit weight QAT with learned per-row scales, optional int8
-  per-token inputs and Hadamard rotation (:func:`common.qat.attach_lowbit`).
+  per-token inputs and Hadamard rotation.
 
 Each validates itself on construction (the one validator of every entry point: ValueError naming the field and
-the value) and knows how it is applied (:class:`Recipe`: ``select``, ``apply``, ``attach``, ``convert``): each method
-imports the implementation it names when it is called, so importing this module loads neither ``common.ptq`` nor
-``common.qat``, nor torch (a spec is checked against the names and options of
-:mod:`common.scaling.conventions`, so a step that only reads records never loads the quantizers). The front door
-that calls them is :mod:`common.quantization`.
+the value). A spec is checked against the names and options of :mod:`common.scaling.conventions`, so importing
+this module loads no quantizer and not torch (a step that only reads records never needs them).
 
 ``to_dict``/``from_dict`` are the JSON records; :func:`recipe_to_dict`/:func:`recipe_from_dict` add and read a
 ``"type"`` (:data:`RECIPE_TYPES`). Names are resolved here and only here: :data:`RECIPES` is the one registry of
@@ -32,25 +32,15 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from common.formats import FORMATS
 from common.observers import HIF8_MAX_VAL, OBSERVERS, make_observer
 from common.registry import lookup
 from common.scaling.conventions import RULE_OPTIONS, check_block_geometry, check_numerics
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-    from common.ptq.apply import QuantizationHandle
-    from common.qat.lowbit import LowBitHandle
-    from common.qat.ste import QATHandle
-    from common.qat.w8a8 import W8A8Handle
-    from common.scaling.blocks import BlockScales
 
 _SPEC_FIELDS = ("elem", "scale", "block_size", "rule", "prevent_zero", "global_scale", "rule_options", "global_target",
                 "axis", "ties", "compute_dtype")
@@ -130,22 +120,6 @@ class QuantSpec:
                                  f"valid options: {', '.join(valid) or 'none'}")
         object.__setattr__(self, "rule_options", tuple(sorted(options.items())))
 
-    def quantize(self, x: torch.Tensor, *, return_scales: bool = False) -> torch.Tensor | tuple[torch.Tensor,
-                                                                                                   BlockScales]:
-        """Quantize-dequantize ``x`` in blocks along ``axis`` (see :func:`common.scaling.quantize_blocks`); ValueError
-        for a spec of learned scales (``rule=None``), which has no rule to choose scales from ``x``."""
-        if self.rule is None:
-            raise ValueError(f"QuantSpec({self.elem!r}, {self.scale!r}, block_size={self.block_size!r}, rule=None): "
-                             "the scales are learned (QAT), not selected from data, so this spec cannot quantize a "
-                             "tensor; store the learned codes and scales instead "
-                             "(save_quantized_checkpoint(..., weight_scales=...))")
-        from common.scaling.blocks import quantize_blocks
-
-        return quantize_blocks(x, self.elem, self.scale, self.block_size, self.rule, prevent_zero=self.prevent_zero,
-                               global_scale=self.global_scale, global_target=self.global_target, axis=self.axis,
-                               return_scales=return_scales, ties=self.ties, compute_dtype=self.compute_dtype,
-                               **dict(self.rule_options))
-
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``rule_options`` as a dict; ``block_size`` an integer, ``"row"`` or None; ``rule``
         None for learned scales; ``ties`` and ``compute_dtype`` only when not at their defaults)."""
@@ -170,42 +144,14 @@ INT8_PER_TOKEN = QuantSpec("int8", "fp32", "row", "absmax")  # ParetoQ's A8: int
 
 class Recipe(ABC):
     """The base of every recipe type (as TransformerEngine's ``Recipe``): a frozen dataclass, validated on
-    construction, naming the numerics of the selected Linear layers (``name``: a label for reports), that knows how
-    it is applied. :mod:`common.quantization` (``quantize_``, ``prepare``, ``convert``) calls:
-
-    * :meth:`select`: the Linear layers it quantizes unless the caller picks them;
-    * :meth:`apply`: post-training quantization in place, returning its :class:`common.ptq.QuantizationHandle`
-      (block recipes; any other type is a QAT recipe and refuses);
-    * :meth:`attach`: the QAT quantizers on the selected layers, returning their handle (``names``, ``remove()``);
-    * :meth:`convert`: the deployed form once training ends, from that handle.
+    construction, naming the numerics of the selected Linear layers (``name``: a label for reports). It holds data
+    only; the front door :mod:`common.quantization` looks up how a recipe type is applied.
 
     ``record_type`` is the ``"type"`` of the recipe's record (:func:`recipe_to_dict`, :data:`RECIPE_TYPES`).
     """
 
     record_type: ClassVar[str]
     name: str | None
-
-    def select(self, model: nn.Module) -> list[str]:
-        """The Linear layers quantized by default: the transformer blocks' MLP Linears
-        (:func:`common.select.select_linears` with its defaults)."""
-        from common.select import select_linears
-
-        return select_linears(model)
-
-    def apply(self, model: nn.Module, names: Sequence[str], *, weights: bool = True) -> QuantizationHandle:
-        """Post-training quantization of the Linear modules ``names``; a QAT recipe refuses (ValueError)."""
-        raise ValueError(f"{type(self).__name__} {self.name!r} is a QAT recipe, and post-training quantization "
-                         "(quantize_) applies block recipes: use prepare(model, recipe) and, after training, "
-                         "convert(model)")
-
-    @abstractmethod
-    def attach(self, model: nn.Module, names: Sequence[str]) -> Any:
-        """Attach the QAT quantizers of this recipe to the Linear modules ``names``; returns their handle."""
-
-    @abstractmethod
-    def convert(self, model: nn.Module, handle: Any) -> QuantizationHandle | None:
-        """End the QAT of :meth:`attach`'s ``handle`` and leave the deployed form; returns the PTQ handle of what
-        stays quantized by hooks or in place (None when nothing does)."""
 
     @abstractmethod
     def to_dict(self) -> dict[str, Any]:
@@ -243,26 +189,6 @@ class QuantRecipe(Recipe):
         if self.activations is not None and self.activations.rule is None:
             raise ValueError("activations are quantized on every forward pass from their own values: their spec needs "
                              "a scale rule, got rule=None (learned scales apply to weights)")
-
-    def apply(self, model: nn.Module, names: Sequence[str], *, weights: bool = True) -> QuantizationHandle:
-        """Fake-quantize the Linear modules ``names`` in place (:func:`common.ptq.apply_quantization`: each weight
-        replaced by its quantized values, each input quantized by a forward pre-hook; ``weights=False``: the hooks
-        only); the handle's ``remove()`` restores the model."""
-        from common.ptq.apply import apply_quantization
-
-        return apply_quantization(model, self, names, weights=weights)
-
-    def attach(self, model: nn.Module, names: Sequence[str]) -> QATHandle:
-        """Fake-quant QAT with a straight-through estimator (:func:`common.qat.attach_fake_quant`)."""
-        from common.qat.ste import attach_fake_quant
-
-        return attach_fake_quant(model, names, self)
-
-    def convert(self, model: nn.Module, handle: QATHandle) -> QuantizationHandle:
-        """The PTQ of the trained latent weights: weights fake-quantized as the STE's forward used them, inputs
-        hooked, so the forward values are those of QAT."""
-        handle.remove()
-        return self.apply(model, handle.names)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict: ``{"name", "weights", "activations"}`` with specs as :meth:`QuantSpec.to_dict`
@@ -345,7 +271,7 @@ class DelayedScalingRecipe(Recipe):
         * ``"none"`` (default; per rank, as the authors' code): each data-parallel rank observes its own amax
           ``a = max |t|``, so the ranks' histories and scales drift apart where their micro-batches differ.
         * ``"data_parallel"``: the call's amax is all-reduced with MAX over the default process group (or the group
-          given to :func:`common.qat.attach_w8a8`), ``a = max_r max |t_r|``, BEFORE it is used (cold start,
+          given to :func:`common.quantizers.attach_w8a8`), ``a = max_r max |t_r|``, BEFORE it is used (cold start,
           ``current``) and before it enters the history: every rank holds the same history and quantizes with the
           same scale, the one a single device would use on the call's whole data-parallel batch. Without an
           initialised process group, or with a group of one rank, nothing is reduced (``"none"``'s numerics).
@@ -385,17 +311,6 @@ class DelayedScalingRecipe(Recipe):
         object.__setattr__(self, "roles", check_roles(self.roles))
         check_amax_reduction(self.amax_reduction)
 
-    def attach(self, model: nn.Module, names: Sequence[str]) -> W8A8Handle:
-        """W8A8 QAT with delayed per-tensor scaling of the three GEMM operands (:func:`common.qat.attach_w8a8`)."""
-        from common.qat.w8a8 import attach_w8a8
-
-        return attach_w8a8(model, names, self)
-
-    def convert(self, model: nn.Module, handle: W8A8Handle) -> None:
-        """The quantizers go and the trained weights stay (the paper evaluates them in BF16; deploy them in HiF8
-        with a block recipe or a quantized checkpoint)."""
-        handle.remove()
-
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (``observer_options`` as a dict, ``roles`` as a list)."""
         return {**asdict(self), "observer_options": dict(self.observer_options), "roles": list(self.roles)}
@@ -414,7 +329,7 @@ class DelayedScalingRecipe(Recipe):
 class LowBitRecipe(Recipe):
     """ParetoQ low-bit weight QAT (Liu et al. 2025, as WinQ trains it): each weight ``W`` of a selected Linear
     layer is used as ``Q(W) = alpha q(W / alpha)`` with a learned per-row scale ``alpha`` and the bit width's
-    quantizer ``q`` (binary, ternary, stretched 2-bit, or LSQ 3-4 bit; :mod:`common.qat.lowbit`).
+    quantizer ``q`` (binary, ternary, stretched 2-bit, or LSQ 3-4 bit; :mod:`common.quantizers.lowbit`).
 
     Parameters
     ----------
@@ -439,26 +354,6 @@ class LowBitRecipe(Recipe):
             raise ValueError(f"unknown activation bit width {self.activation_bits!r}; valid: None (A16), 8")
         if not isinstance(self.hadamard, bool):
             raise ValueError(f"hadamard must be a bool, got {self.hadamard!r}")
-
-    def select(self, model: nn.Module) -> list[str]:
-        """WinQ's selection: every Linear of the transformer blocks (:func:`common.qat.lowbit_selection`)."""
-        from common.qat.lowbit import lowbit_selection
-
-        return lowbit_selection(model)
-
-    def attach(self, model: nn.Module, names: Sequence[str]) -> LowBitHandle:
-        """ParetoQ QAT with learned per-row scales (:func:`common.qat.attach_lowbit`)."""
-        from common.qat.lowbit import attach_lowbit
-
-        return attach_lowbit(model, names, self)
-
-    def convert(self, model: nn.Module, handle: LowBitHandle) -> QuantizationHandle | None:
-        """Plain Linear layers holding the effective weights ``Q(W)`` (``Q(W H) H^T`` with a rotation) bit for bit,
-        and with 8-bit activations their :data:`INT8_PER_TOKEN` input hooks (the PTQ handle returned)."""
-        handle.remove(materialize=True)
-        if self.activation_bits is None:
-            return None
-        return QuantRecipe(None, INT8_PER_TOKEN, "int8 per token").apply(model, handle.names, weights=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict."""

@@ -1,7 +1,7 @@
 """WinQ (Li, Liu et al., ICML 2026): low-bit QAT that leaves the flat regions around saddle points faster.
 
 Fact sheet ``papers/winq``. WinQ trains a model quantized with the ParetoQ quantizers of
-:mod:`common.qat.lowbit` and adds two components:
+:mod:`common.quantizers.lowbit` and adds two components:
 
 - Interpolation (re-initialization), :class:`WinQ`: after the optimizer step of every step ``s`` (0-based) with
   ``(s + 1) % K == 0``, i.e. after optimizer steps ``K, 2K, ...`` counted from 1 (the authors' callback tests the
@@ -10,7 +10,7 @@ Fact sheet ``papers/winq``. WinQ trains a model quantized with the ParetoQ quant
 
       W <- (1 - a) W + a Q_eff(W),      a = 0.8 (the authors' code: W <- 0.2 W + 0.8 Q(W))
 
-  with ``Q_eff`` noise-free (:meth:`common.qat.LowBitHandle.quantized_weight`). With a Hadamard rotation
+  with ``Q_eff`` noise-free (:meth:`common.quantizers.LowBitHandle.quantized_weight`). With a Hadamard rotation
   ``Q_eff(W) = Q(W H) H^T`` and ``H`` orthogonal, so ``(1 - a) W + a Q(W H) H^T = ((1 - a) W H + a Q(W H)) H^T``:
   the same step interpolates the rotated weight ``W H`` toward ``Q(W H)``, i.e. in the rotated basis (fact sheet).
 - Noise injection, configured on the handle: ``handle.set_noise(sigma, seed)`` (sigma = 1e-3 in the paper) adds
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from common.qat.lowbit import LowBitHandle
+from common.quantizers.lowbit import LowBitHandle
 from common.train import Hooks
 
 WINQ_STRENGTH = 0.8

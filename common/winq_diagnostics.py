@@ -6,7 +6,8 @@ the next interpolation. With the period ``K`` and the boundaries after optimizer
 (:func:`common.winq.winq_step`; in runs that do not interpolate too, so a baseline is paired with an interpolating
 run step for step), :class:`WinQDiagnostics` records at every boundary:
 
-* ``codes_changed``: the share of integer codes (:func:`common.qat.lowbit_codes`) that differ between the period's
+* ``codes_changed``: the share of integer codes (:func:`common.quantizers.lowbit_codes`) that differ between the
+period's
   start (right after the previous boundary's interpolation; the start of training for the first period) and its
   end (right after the boundary's optimizer step, before its interpolation); ``codes_changed_by_interpolation``:
   the share the interpolation itself changes (0 by the fact sheet's identity ``Q((1 - a) W + a Q(W)) = Q(W)``; an
@@ -19,13 +20,13 @@ run step for step), :class:`WinQDiagnostics` records at every boundary:
   period (the last step of the run);
 * ``clipped_before`` / ``clipped_after``: the share of latent weights outside the quantizer's clip range, where the
   straight-through estimator passes them no gradient (:func:`clipped`: ``u < lo`` or ``u > hi`` of
-  :func:`common.qat.lowbit.lowbit_grads`).
+  :func:`common.quantizers.lowbit.lowbit_grads`).
 
 Every quantity is that of the quantizer's input, noise-free: the latent weight ``W`` (``W H`` with a Hadamard
 rotation: the codes, boundaries and clip range live in the rotated basis, whose coordinates move by about ``lr`` a
 step when the latent weights move by ``+-lr`` with independent signs) with the clamped per-row scale ``alpha_c``.
 Code boundaries (:func:`code_boundaries`, in units of ``alpha_c``) are where ``q(u)`` of
-:mod:`common.qat.lowbit` changes level, the midpoints between adjacent levels::
+:mod:`common.quantizers.lowbit` changes level, the midpoints between adjacent levels::
 
     bits   boundaries                                          levels
     1      0                                                   -1, 1
@@ -66,7 +67,7 @@ from torch.nn.utils import parametrize
 
 from common.data.shards import TokenShards
 from common.io import write_jsonl
-from common.qat.lowbit import (
+from common.quantizers.lowbit import (
     LowBitWeight,
     clamp_alpha,
     lowbit_codes,
@@ -114,7 +115,8 @@ def boundary_distance(weight: torch.Tensor, alpha: torch.Tensor, bits: float) ->
 
 def clipped(weight: torch.Tensor, alpha: torch.Tensor, bits: float) -> torch.Tensor:
     """Whether each weight is outside the clip range, i.e. the quantizer's straight-through gradient to it is zero
-    (``u < lo`` or ``u > hi``, ``u = W / alpha_c``): :func:`common.qat.lowbit.lowbit_grads` of a unit gradient."""
+    (``u < lo`` or ``u > hi``, ``u = W / alpha_c``): :func:`common.quantizers.lowbit.lowbit_grads` of a unit
+    gradient."""
     return lowbit_grads(weight, alpha, torch.ones_like(weight), bits)[0] == 0
 
 
@@ -140,7 +142,8 @@ def quantizer_input(latent: torch.Tensor, quantizer: LowBitWeight) -> torch.Tens
 
 
 def code_map(model: nn.Module) -> dict[str, torch.Tensor]:
-    """``{name: integer codes}`` of every low-bit layer (:func:`common.qat.lowbit_codes` of its noise-free quantizer
+    """``{name: integer codes}`` of every low-bit layer (:func:`common.quantizers.lowbit_codes` of its noise-free
+    quantizer
     input), as int8 (every code fits: -8 .. 7 at 4 bits)."""
     with torch.no_grad():
         return {name: lowbit_codes(quantizer_input(latent, quantizer), quantizer.alpha, quantizer.bits)[1]

@@ -52,6 +52,7 @@ from markupsafe import escape
 
 from common.io import write_json, write_text
 from common.progress import progress
+from common.quantizers import quantize_tensor
 from common.recipes import SPECS, QuantSpec
 from common.theory import THEORY_RULES, block_mse, crossover
 
@@ -163,7 +164,7 @@ def measure(w: torch.Tensor, spec: QuantSpec) -> dict[str, float | None]:
     mean((w - Q(w))^2)`` (:func:`mean_square` of the float32 difference), the fraction of blocks flushed to zero by a
     zero scale, and the FP32 tensor scale ``g`` (None without one). ``w`` is float32 (bfloat16 widened exactly)."""
     x = w.detach().float()
-    q, scales = spec.quantize(x, return_scales=True)
+    q, scales = quantize_tensor(x, spec, return_scales=True)
     return {"mse": mean_square(x - q),
             "zero_scale_fraction": float((scales.block == 0).double().mean()),
             "global_scale": None if scales.global_ is None else float(scales.global_.reshape(-1)[0])}

@@ -275,7 +275,7 @@ def model_hessian_spectrum(model: nn.Module, loss_fn: Callable[[], Tensor], para
 
     ``params`` defaults to the weight of every ``nn.Linear`` except the input and output embeddings (``lm_head``
     excluded, the selection of :func:`common.analysis.linear_weights`), in module order: WinQ's "all linear
-    weights", the quantized ones. A fake-quantized layer (``common.qat.attach_fake_quant``'s parametrization)
+    weights", the quantized ones. A fake-quantized layer (``common.quantizers.attach_fake_quant``'s parametrization)
     contributes its latent weight ``parametrizations.weight.original``: the Hessian is then over the weights the
     optimizer updates, through the straight-through estimator. ``loss_fn`` closes over the model and one batch;
     the model's mode is the caller's (eval mode for a loss without dropout or training noise).

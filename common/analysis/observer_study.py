@@ -4,7 +4,7 @@ issue 6).
 * :func:`amax_trace` is one tensor role's per-step amax ``a_0 .. a_{T-1}`` (float64, positive), a seeded synthetic
   shape (:data:`TRACE_KINDS`); :func:`spike_steps` is where its spikes are.
 * :func:`run_observer` replays a trace through ``common.observers.make_observer(name, **options)`` exactly as the
-  QAT layer (``common.qat.w8a8.RoleQuantizer``) does::
+  QAT layer (``common.quantizers.w8a8.RoleQuantizer``) does::
 
       p = observer.predict(current=a_t)      # history a_0 .. a_{t-1}; None: cold start
       prediction_t = a_t if p is None else p # the amax the scale comes from

@@ -30,6 +30,8 @@ from common.cli import COMPUTE_FLAGS, compute_settings
 from common.compute import Compute
 from common.data import read_jsonl, token_stream
 from common.models import load_checkpoint
+from common.ptq import checkpoint as _quantized_kind  # noqa: F401  registers the kind "quantized" it loads
+from common.qat import lowbit_io as _lowbit_kind  # noqa: F401  registers the kind "lowbit_qat" it loads
 
 from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation

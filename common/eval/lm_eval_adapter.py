@@ -63,6 +63,8 @@ def load_scored_model(model_dir: str | os.PathLike[str], quantization: Recipe | 
     the recipe's ``to_dict`` for a float model under a recipe, else None. ValueError for a recipe given with an
     already quantized checkpoint."""
     from common.models import load_checkpoint
+    from common.ptq import checkpoint as _quantized_kind  # noqa: F401  registers the kind "quantized" it loads
+    from common.qat import lowbit_io as _lowbit_kind  # noqa: F401  registers the kind "lowbit_qat" it loads
     from common.quantization import quantize_
 
     loaded = load_checkpoint(model_dir)

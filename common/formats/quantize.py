@@ -50,7 +50,8 @@ Other edges, stated once for every format:
   ``m >= 0`` gives ``m + 1``: 0 -> +1). ``"stochastic"`` gives ``m + 1`` with probability ``(x - m + 1) / 2``.
   Inputs are clamped to ``[-max, max]`` first (both ends are levels, so this is exact). Both zeros give +1.
 
-Devices: every kernel here (and in :mod:`common.scaling`, :mod:`common.ptq.apply` and the QAT fake quantizers built
+Devices: every kernel here (and in :mod:`common.scaling`, :mod:`common.quantizers.block` and the QAT fake quantizers
+built
 on them) runs on ``x``'s device and returns a tensor there: constant tables are built once and cached per device,
 stochastic draws are made on ``x``'s device (a ``generator`` must live there too), and nothing reads a tensor value
 back to the host, so a CUDA input costs no host synchronisation (the exceptions are named where they are:

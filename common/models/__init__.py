@@ -23,7 +23,7 @@ import torch
 from common.io import atomic_dir
 from common.registry import lookup
 
-from .checkpoints import CHECKPOINT_PLUGINS as CHECKPOINT_PLUGINS  # re-exported
+from .checkpoints import CHECKPOINT_MARKERS as CHECKPOINT_MARKERS  # re-exported
 from .checkpoints import CheckpointKind as CheckpointKind  # re-exported
 from .checkpoints import LoadedCheckpoint as LoadedCheckpoint  # re-exported
 from .checkpoints import checkpoint_kind as checkpoint_kind  # re-exported

@@ -5,20 +5,21 @@ Kinds. A :class:`CheckpointKind` names a marker file; a folder that holds it is 
 none is a float checkpoint (kind None). The kind's ``read_record`` reads (and checks) its record of the folder, its
 ``load`` rebuilds the model with whatever the kind attaches::
 
-    kind         registered by             marker                      record                     attached
-    quantized    common.ptq.checkpoint     quantization_config.json    the quantization config    input hooks
-    lowbit_qat   common.qat.lowbit_io      lowbit_scales.safetensors   the run's ``qat`` record   ParetoQ quantizers
+    kind         written and registered by   marker                      record                     attached
+    quantized    common.ptq.checkpoint       quantization_config.json    the quantization config    input hooks
+    lowbit_qat   common.qat.lowbit_io        lowbit_scales.safetensors   the run's ``qat`` record   ParetoQ quantizers
 
-Registration. Each package registers its kind when its module is imported (:func:`register_checkpoint_kind`), and
-:data:`CHECKPOINT_PLUGINS` names that module per kind: the loader imports them the first time it needs the kinds
-(deciding a folder's kind, or reading a named kind), so no caller has to remember an import, while importing
-``common.models`` loads neither ``common.ptq`` nor ``common.qat`` and this package imports neither
-(``tests/common/test_layering.py``). A new kind: a module that registers it, added to the table.
+Registration. The package that writes a kind registers it when it is imported (:func:`register_checkpoint_kind`),
+and a caller that loads that kind imports the writer first (``import common.ptq``, ``import common.qat.lowbit_io``):
+this loader sits below the packages whose folders it loads and imports none of them. :data:`CHECKPOINT_MARKERS`,
+data, names each known kind's marker file (the writers take their file names from it) and the package that
+registers it, so that a folder of a known kind whose writer was not imported is refused with that name instead of
+being loaded as a float checkpoint (which would silently drop its quantization). A new kind: a row here, and a
+module that registers it.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +31,22 @@ from torch import nn
 
 from common.registry import lookup
 
-CHECKPOINT_PLUGINS: dict[str, str] = {  # kind -> the module that writes and registers it (imported when needed)
-    "quantized": "common.ptq.checkpoint",
-    "lowbit_qat": "common.qat.lowbit_io",
-}
 PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class KindMarker:
+    """A known checkpoint kind's ``marker`` file and the ``writer``, the package that registers the kind when it is
+    imported (named in messages only: this module never imports it)."""
+
+    marker: str
+    writer: str
+
+
+CHECKPOINT_MARKERS: dict[str, KindMarker] = {  # kind -> its marker file and writer (module docstring)
+    "quantized": KindMarker("quantization_config.json", "common.ptq"),
+    "lowbit_qat": KindMarker("lowbit_scales.safetensors", "common.qat.lowbit_io"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,36 +87,43 @@ _KINDS: dict[str, CheckpointKind] = {}  # filled by register_checkpoint_kind
 
 def register_checkpoint_kind(kind: CheckpointKind) -> CheckpointKind:
     """Register ``kind`` (the package that writes it calls this on import; a module imported again replaces its
-    entry); returns it."""
+    entry); returns it. ValueError for a kind of :data:`CHECKPOINT_MARKERS` registered with another marker file."""
+    known = CHECKPOINT_MARKERS.get(kind.name)
+    if known is not None and known.marker != kind.marker:
+        raise ValueError(f"checkpoint kind {kind.name!r} has the marker file {known.marker!r} "
+                         f"(CHECKPOINT_MARKERS), not {kind.marker!r}")
     _KINDS[kind.name] = kind
     return kind
 
 
 def checkpoint_kinds() -> dict[str, CheckpointKind]:
-    """Every registered kind by name, after importing the modules of :data:`CHECKPOINT_PLUGINS` (sorted: the same
-    order whichever module was imported first)."""
-    for module in CHECKPOINT_PLUGINS.values():
-        importlib.import_module(module)
+    """Every registered kind by name (sorted: the same order whichever writer was imported first)."""
     return dict(sorted(_KINDS.items()))
 
 
 def registered_kind(name: str) -> CheckpointKind:
-    """The kind ``name`` (its plugin module imported); ValueError naming an unknown one and the known ones."""
-    if name not in CHECKPOINT_PLUGINS:
-        return lookup(checkpoint_kinds(), name, "checkpoint kind")
-    importlib.import_module(CHECKPOINT_PLUGINS[name])
-    return _KINDS[name]
+    """The registered kind ``name``; ValueError naming the package to import for a known kind that is not registered,
+    or an unknown one and the known ones."""
+    if name in _KINDS:
+        return _KINDS[name]
+    if name in CHECKPOINT_MARKERS:
+        raise ValueError(f"checkpoint kind {name!r} is not registered: import {CHECKPOINT_MARKERS[name].writer}, "
+                         "which writes it, before loading one")
+    return lookup(dict(sorted({**CHECKPOINT_MARKERS, **_KINDS}.items())), name, "checkpoint kind")
 
 
 def checkpoint_kind(path: PathLike) -> CheckpointKind | None:
-    """The kind of the folder ``path``: the registered kind whose marker file it holds, None for a float checkpoint
-    (or a path that is not a folder); ValueError for a folder with the markers of two kinds."""
+    """The kind of the folder ``path``: the kind whose marker file it holds, None for a float checkpoint (or a path
+    that is not a folder); ValueError for a folder with the markers of two kinds, or of a known kind that is not
+    registered (:func:`registered_kind` names the package to import)."""
     folder = Path(path)
-    found = [kind for kind in checkpoint_kinds().values() if (folder / kind.marker).is_file()]
+    markers = {name: known.marker for name, known in CHECKPOINT_MARKERS.items()}
+    markers.update({name: kind.marker for name, kind in _KINDS.items()})
+    found = sorted(name for name, marker in markers.items() if (folder / marker).is_file())
     if len(found) > 1:
         raise ValueError(f"{str(folder)!r} holds the marker files of {len(found)} checkpoint kinds: "
-                         f"{', '.join(f'{kind.marker} ({kind.name})' for kind in found)}")
-    return found[0] if found else None
+                         f"{', '.join(f'{markers[name]} ({name})' for name in found)}")
+    return registered_kind(found[0]) if found else None
 
 
 def checkpoint_record(path: PathLike, kind: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Post-training quantization of Hugging Face causal LMs: fake quantization of selected layers and quantized
-checkpoints (element codes + block scales, rebuilt bit-exactly). Apply a recipe through the front door,
-:func:`common.quantization.quantize_` (which calls :func:`apply_quantization` here).
+checkpoints (element codes + block scales, rebuilt bit-exactly). A recipe is applied to a model through the front
+door, :func:`common.quantization.quantize_`.
 
 >>> recipe = get_recipe("NVFP4", activations=True)                             # doctest: +SKIP
 >>> names = select_linears(model, skip_proportion=(3 / 26, 2 / 26))            # doctest: +SKIP
@@ -16,13 +16,12 @@ Importing this package registers the quantization method ``"lowbit-lab"`` with t
 does, and :mod:`common.ptq.checkpoint` registers the checkpoint kind ``"quantized"`` with
 :func:`common.models.load_checkpoint` (which imports it when it loads a folder).
 
-Command line: ``python -m common.ptq quantize --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
+Command line: ``python -m common.ptq checkpoint --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
 """
 
 from common.recipes import QuantRecipe, QuantSpec
 from common.select import DEFAULT_INCLUDE, block_index, num_blocks, select_linears
 
-from .apply import QuantizationHandle, apply_quantization
 from .checkpoint import (
     checkpoint_size_bytes,
     dequantize_weight,
@@ -39,8 +38,6 @@ __all__ = [
     "DEFAULT_INCLUDE",
     "QuantRecipe",
     "QuantSpec",
-    "QuantizationHandle",
-    "apply_quantization",
     "block_index",
     "checkpoint_size_bytes",
     "dequantize_weight",

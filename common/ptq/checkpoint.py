@@ -65,16 +65,16 @@ from torch import nn
 
 from common.formats import decode, encode, get_format
 from common.io import atomic_dir, read_json, write_json
-from common.models import CheckpointKind, register_checkpoint_kind
+from common.models import CHECKPOINT_MARKERS, CheckpointKind, register_checkpoint_kind
 from common.progress import progress
+from common.quantization import quantize_
+from common.quantizers import QuantizationHandle, quantize_tensor
 from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import BlockScales
 from common.select import linear_modules
 
-from .apply import QuantizationHandle, apply_quantization
-
 WEIGHTS_FILE = "model.safetensors"
-QUANT_CONFIG_FILE = "quantization_config.json"
+QUANT_CONFIG_FILE = CHECKPOINT_MARKERS["quantized"].marker  # "quantization_config.json"
 CHECKPOINT_FORMAT = "lowbit-lab-ptq"
 CHECKPOINT_FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -166,7 +166,7 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
     ``names``: the selected Linear modules (:func:`common.ptq.select_linears`); their weights are stored as codes
     when ``recipe.weights`` is set, and their inputs are quantized on load when ``recipe.activations`` is set.
     The weights are quantized from their current values, so save from the unquantized model (not inside an
-    active :func:`common.ptq.apply_quantization`). ``tokenizer`` (anything with ``save_pretrained``) is saved
+    active :func:`common.quantizers.apply_quantization`). ``tokenizer`` (anything with ``save_pretrained``) is saved
     alongside, when given. Weights of another float dtype are quantized from their float32 copy, the dtype of
     the rebuild. Everything is computed and checked before the folder appears; on any error no ``out_dir`` is
     left behind (an existing one is kept).
@@ -211,7 +211,7 @@ def save_quantized_checkpoint(model: nn.Module, tokenizer: Any | None, recipe: Q
             tensors[f"{name}.qweight"] = weight.contiguous()
             continue
         if weight_scales is None:
-            quantized, scales = spec.quantize(weight.float(), return_scales=True)
+            quantized, scales = quantize_tensor(weight.float(), spec, return_scales=True)
         else:
             quantized, scales = weight.float(), weight_scales[name]
             _check_scales_shape(name, scales, spec, tuple(weight.shape))
@@ -334,7 +334,7 @@ def load_quantized_checkpoint(path: str | os.PathLike[str]) -> tuple[nn.Module, 
     The model is ``AutoModelForCausalLM.from_config(config, dtype=float32)`` in eval mode, with every stored
     tensor loaded (upcast to float32 where the source had another float dtype) and each selected weight rebuilt
     by :func:`dequantize_weight`; for a float32 source it is ``torch.equal`` to what
-    :func:`common.ptq.apply_quantization` gives with the same recipe (for another dtype: to what it gives on the
+    :func:`common.quantizers.apply_quantization` gives with the same recipe (for another dtype: to what it gives on the
     float32 copy). ``handle`` holds the activation hooks re-attached from the recipe (none without activation
     quantization); ``handle.remove()`` removes them, the weights stay quantized.
     """
@@ -357,7 +357,7 @@ def load_quantized_checkpoint(path: str | os.PathLike[str]) -> tuple[nn.Module, 
         tensors[key] = tensors[source]
     model.load_state_dict(tensors, strict=True)
     model.eval()
-    return model, apply_quantization(model, recipe, names, weights=False)
+    return model, quantize_(model, recipe, names=names, weights=False)
 
 
 def rebuild_weight(meta: Mapping[str, Any], name: str, stored: Mapping[str, torch.Tensor],

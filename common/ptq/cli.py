@@ -1,8 +1,8 @@
-"""``python -m common.ptq quantize``: quantize a local HF checkpoint folder into a quantized checkpoint.
+"""``python -m common.ptq checkpoint``: quantize a local HF checkpoint folder into a quantized checkpoint.
 
-    python -m common.ptq quantize --model DIR --recipe NVFP4 [--activations] [--include REGEX] [--exclude REGEX]
+    python -m common.ptq checkpoint --model DIR --recipe NVFP4 [--activations] [--include REGEX] [--exclude REGEX]
         [--skip-first K --skip-last M] --out DIR
-    python -m common.ptq quantize --model QAT_DIR --recipe learned --out DIR
+    python -m common.ptq checkpoint --model QAT_DIR --recipe learned --out DIR
     python -m common.ptq export --model Q_DIR --format compressed-tensors [--weights-only] --out DIR
 
 ``--recipe`` is what :func:`common.recipes.resolve_recipe` reads (the name of a block recipe of
@@ -48,6 +48,7 @@ import transformers
 from common.data.tokenizer import TOKENIZER_FILES
 from common.io import write_json
 from common.models import checkpoint_record, load_checkpoint, load_float_model
+from common.qat import lowbit_io
 from common.quantization import convert
 from common.recipes import RECIPES, QuantRecipe, resolve_recipe
 from common.scaling import BlockScales
@@ -57,7 +58,7 @@ from .checkpoint import checkpoint_size_bytes, save_quantized_checkpoint, size_r
 from .export import FORMATS, export_compressed_tensors
 
 LEARNED = "learned"
-LEARNED_KIND = "lowbit_qat"  # the checkpoint kind common.qat registers (common.models.CHECKPOINT_PLUGINS)
+LEARNED_KIND = lowbit_io.LOWBIT_KIND.name  # the checkpoint kind of low-bit QAT runs, registered by its writer
 SELECTION_FLAGS = {"include": "--include", "exclude": "--exclude", "skip_first": "--skip-first",
                    "skip_last": "--skip-last", "skip_proportion": "--skip-proportion", "activations": "--activations"}
 
@@ -75,23 +76,23 @@ def block_recipe(text: str, activations: bool) -> QuantRecipe:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m common.ptq", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    quantize = commands.add_parser("quantize", help="write a quantized checkpoint of a local HF model")
-    quantize.add_argument("--model", required=True, help="HF checkpoint folder (local files only)")
-    quantize.add_argument("--recipe", required=True,
-                          help=f"a block recipe: a name ({', '.join(RECIPES)}), a JSON object or a .json file; or "
-                               f"'{LEARNED}' (a low-bit QAT checkpoint stored with its learned scales)")
-    quantize.add_argument("--activations", action="store_true", help="also quantize the inputs of the layers")
-    quantize.add_argument("--include", default=None,
-                          help=f"regex of the Linear module names to quantize (default {DEFAULT_INCLUDE!r})")
-    quantize.add_argument("--exclude", default=None, help="regex of module names to leave alone")
-    quantize.add_argument("--skip-first", type=int, default=None, help="leave the first K blocks alone")
-    quantize.add_argument("--skip-last", type=int, default=None, help="leave the last M blocks alone")
-    quantize.add_argument("--skip-proportion", type=float, nargs=2, metavar=("FIRST", "LAST"), default=None,
-                          help="leave the first and last fractions of the blocks alone, rounded to the nearest "
-                               "block (instead of --skip-first/--skip-last), e.g. 0.1154 0.0769 = 3 and 2 of 26")
-    quantize.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    checkpoint = commands.add_parser("checkpoint", help="write a quantized checkpoint of a local HF model")
+    checkpoint.add_argument("--model", required=True, help="HF checkpoint folder (local files only)")
+    checkpoint.add_argument("--recipe", required=True,
+                            help=f"a block recipe: a name ({', '.join(RECIPES)}), a JSON object or a .json file; or "
+                                 f"'{LEARNED}' (a low-bit QAT checkpoint stored with its learned scales)")
+    checkpoint.add_argument("--activations", action="store_true", help="also quantize the inputs of the layers")
+    checkpoint.add_argument("--include", default=None,
+                            help=f"regex of the Linear module names to quantize (default {DEFAULT_INCLUDE!r})")
+    checkpoint.add_argument("--exclude", default=None, help="regex of module names to leave alone")
+    checkpoint.add_argument("--skip-first", type=int, default=None, help="leave the first K blocks alone")
+    checkpoint.add_argument("--skip-last", type=int, default=None, help="leave the last M blocks alone")
+    checkpoint.add_argument("--skip-proportion", type=float, nargs=2, metavar=("FIRST", "LAST"), default=None,
+                            help="leave the first and last fractions of the blocks alone, rounded to the nearest "
+                                 "block (instead of --skip-first/--skip-last), e.g. 0.1154 0.0769 = 3 and 2 of 26")
+    checkpoint.add_argument("--out", required=True, help="output folder (replaced atomically)")
     export = commands.add_parser("export", help="rewrite a quantized checkpoint in a standard layout")
-    export.add_argument("--model", required=True, help="quantized checkpoint folder (python -m common.ptq quantize)")
+    export.add_argument("--model", required=True, help="quantized checkpoint folder (python -m common.ptq checkpoint)")
     export.add_argument("--format", required=True, choices=FORMATS, help="the layout to write")
     export.add_argument("--weights-only", action="store_true",
                         help="export the weights of a recipe that also quantizes activations (the inputs are then "
@@ -110,7 +111,7 @@ def export_command(args: argparse.Namespace) -> dict[str, object]:
             "checkpoint_bytes": checkpoint_size_bytes(out)}
 
 
-def quantize_command(args: argparse.Namespace) -> dict[str, object]:
+def checkpoint_command(args: argparse.Namespace) -> dict[str, object]:
     """Load, select, save; returns the JSON summary. ValueError for bad input, before anything is written."""
     learned = args.recipe == LEARNED
     if learned:
@@ -169,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        summary = (quantize_command if args.command == "quantize" else export_command)(args)
+        summary = (checkpoint_command if args.command == "checkpoint" else export_command)(args)
     except ValueError as err:
         parser.exit(2, f"{parser.prog} {args.command}: error: {err}\n")
     print(json.dumps(summary, sort_keys=True))

@@ -37,9 +37,10 @@ from transformers.quantizers.auto import (  # imported only once transformers im
 from transformers.quantizers.base import HfQuantizer
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
+from common.quantization import quantize_
+from common.quantizers import QuantizationHandle
 from common.recipes import QuantRecipe
 
-from .apply import QuantizationHandle, apply_quantization
 from .checkpoint import (
     QUANT_METHOD,
     check_record,
@@ -83,7 +84,7 @@ class StoredLinear(nn.Module):
 
 class LowbitLabHfQuantizer(HfQuantizer):
     """Loads pre-quantized lowbit-lab checkpoints (see the module docstring). Quantizing while loading is not
-    offered: quantize with :func:`common.ptq.save_quantized_checkpoint` or ``python -m common.ptq quantize``."""
+    offered: quantize with :func:`common.ptq.save_quantized_checkpoint` or ``python -m common.ptq checkpoint``."""
 
     requires_calibration = True  # transformers refuses a not pre-quantized model with this method
     quantization_config: LowbitLabConfig
@@ -95,7 +96,7 @@ class LowbitLabHfQuantizer(HfQuantizer):
     def validate_environment(self, *args: Any, **kwargs: Any) -> None:
         if not self.pre_quantized:
             raise ValueError("lowbit-lab quantizes with common.ptq.save_quantized_checkpoint or `python -m "
-                             "common.ptq quantize`, not while loading")
+                             "common.ptq checkpoint`, not while loading")
 
     def _process_model_before_weight_loading(self, model: nn.Module, **kwargs: Any) -> nn.Module:
         record = self.quantization_config.record()
@@ -123,7 +124,7 @@ class LowbitLabHfQuantizer(HfQuantizer):
                 if stored.bias is not None:
                     linear.bias.copy_(stored.bias)
             setattr(parent, child, linear)
-        self.handle = apply_quantization(model, recipe, record["modules"], weights=False)
+        self.handle = quantize_(model, recipe, names=record["modules"], weights=False)
         return model
 
     def is_serializable(self, *args: Any, **kwargs: Any) -> bool:

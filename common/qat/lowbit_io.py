@@ -1,4 +1,5 @@
-"""Files of a low-bit QAT checkpoint (ParetoQ quantizers, :mod:`common.qat.lowbit`) and the trained model they hold.
+"""Files of a low-bit QAT checkpoint (ParetoQ quantizers, :mod:`common.quantizers.lowbit`) and the trained model they
+hold.
 
 A low-bit QAT checkpoint folder (written by :func:`common.qat.run.qat_run` with a :class:`LowBitAttachment`, e.g.
 ``papers.winq.run.winq_run``) is a plain HF checkpoint of the *latent* weights (:func:`common.models.save_checkpoint`)
@@ -30,15 +31,22 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from common.io import atomic_path, read_json
-from common.models import METADATA_FILE, CheckpointKind, load_checkpoint, load_float_model, register_checkpoint_kind
+from common.models import (
+    CHECKPOINT_MARKERS,
+    METADATA_FILE,
+    CheckpointKind,
+    load_checkpoint,
+    load_float_model,
+    register_checkpoint_kind,
+)
 from common.quantization import prepare
+from common.quantizers import LowBitHandle
 from common.recipes import LowBitRecipe, recipe_to_dict
 from common.train import Hooks
 
-from .lowbit import LowBitHandle
 from .run import Attachment
 
-SCALES_FILE = "lowbit_scales.safetensors"
+SCALES_FILE = CHECKPOINT_MARKERS["lowbit_qat"].marker  # "lowbit_scales.safetensors"
 LOWBIT_RECORD_VERSION = 1
 READABLE_RECORD_VERSIONS = (1,)
 RECORD_FIELDS = ("format_version", "bits", "activation_bits", "hadamard", "layers")  # what the reader needs

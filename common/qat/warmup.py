@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
+from common.quantizers import W8A8Handle
 from common.train import Hooks
-
-from .w8a8 import W8A8Handle
 
 
 class BF16Warmup(Hooks):

@@ -5,7 +5,7 @@ Weights only (``w``) is our extension: the authors' repository has no weights-on
 W+A). A sweep point (``common.models.rescale``; workflow config ``sweep``) is the base model with the RMSNorm gain
 before the MLP divided by ``c`` and ``gate_proj``/``up_proj`` multiplied by ``c``: the same function, the weight
 sigma of the quantized linears times ``c``. A cell (``results/finer_is_better/ptq/<model>/<operands>/<cell>.json``)
-selects the Linear layers whose names match ``model.include``, applies :func:`common.ptq.apply_quantization`
+selects the Linear layers whose names match ``model.include``, applies :func:`common.quantizers.apply_quantization`
 (the cell's spec for the weights, and for the activations too under ``wa``; blocks along the last dimension)
 and scores the strided perplexity (window = stride, as the paper's 2048/2048) of the first ``max_tokens`` tokens
 of a split (:func:`common.eval.fake_quant_perplexity`), keeping every window's NLL and token count: the units of

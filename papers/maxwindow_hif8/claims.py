@@ -57,8 +57,8 @@ from common.analysis.observer_study import TRACE_OPTIONS
 from common.eval.scores import TASK_ACCURACY, example_correct, score_mismatches, window_columns
 from common.io import read_json
 from common.observers import OBSERVERS, make_observer
-from common.qat import ROLES
 from common.qat.seeds import parse_seed_cell, seed_cell
+from common.recipes import ROLES
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts, seed_estimate, trajectory_estimate
 

@@ -1,7 +1,7 @@
 # maxwindow_hif8: the paper config (validated, profile merged), its runs, its checkpoint quantization entry and
 # the functions its rules call.
 from common.select import DEFAULT_INCLUDE as MW_MLP_LINEARS
-from common.qat.w8a8 import PAPER_SKIP_PROPORTION
+from common.quantizers.w8a8 import PAPER_SKIP_PROPORTION
 from papers.maxwindow_hif8.settings import FIGURES as MW_FIGURES
 from papers.maxwindow_hif8.settings import KEY as MW_KEY
 from papers.maxwindow_hif8.settings import recipe, run_names, run_settings

@@ -7,7 +7,7 @@
   before HiF8 is switched on (:func:`warmup_share`);
 * ``window_steps`` = ``window / e``: max_window's history length in optimizer steps, ``window`` its entries and
   ``e`` the entries one optimizer step adds to a role's history, ``e = grad_accum`` with one entry per call
-  (``history_unit="call"``: one forward and one backward per micro-batch, :mod:`common.qat.w8a8`) and ``e = 1``
+  (``history_unit="call"``: one forward and one backward per micro-batch, :mod:`common.quantizers.w8a8`) and ``e = 1``
   with one per step (:func:`window_steps`);
 * ``quantized_share`` = ``sum_l n_l / N``: the parameters ``n_l`` of the linears ``l`` QAT quantized (the layers of
   the recipe's telemetry, their weight shapes from its HiF8 checkpoint's quantization record) over the model's

@@ -1,7 +1,8 @@
 """One continual-pretraining run of the study: a pretrained checkpoint trained further on a shifted corpus,
 either unquantized (the BF16 baseline; "BF16" = the model's own precision) or with HiF8 W8A8 QAT (a
 :class:`common.recipes.DelayedScalingRecipe` through the front door, :func:`common.quantization.prepare`, on the
-paper's selection :func:`common.qat.w8a8_selection`: MLP gate/up/down, the first 3 and last 2 of 26 blocks, or the
+paper's selection :func:`common.quantizers.w8a8_selection`: MLP gate/up/down, the first 3 and last 2 of 26 blocks, or
+the
 same proportion, left unquantized) with one amax observer, its
 history unit (``"call"``: one entry per forward / backward call, i.e. per micro-batch, as the authors' code;
 ``"step"``: one per optimizer step), its amax reduction across data-parallel ranks (``"none"``: per rank, as the
@@ -13,7 +14,7 @@ the skeleton's; the seed ``config.seed`` fixes the data order). Outputs: the tra
 weights (``lowbit_metadata.json`` records the run and its saturation summary), and in ``run_dir`` the training logs
 of :func:`common.train.train`, ``qat.json`` (the run's record), ``telemetry.csv`` (one row per quantized layer,
 tensor role and call; the header alone for the baseline) and ``saturation.json``
-(:func:`common.qat.saturation_summary`).
+(:func:`common.quantizers.saturation_summary`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import torch
 
 from common.io import atomic_path, write_json
 from common.observers import OBSERVER_NAMES
-from common.qat import TELEMETRY_FIELDS, BF16Warmup, W8A8Handle, saturation_summary, w8a8_selection
+from common.qat import BF16Warmup
 from common.qat.run import Attachment, qat_run
 from common.quantization import prepare
+from common.quantizers import TELEMETRY_FIELDS, W8A8Handle, saturation_summary, w8a8_selection
 from common.recipes import DelayedScalingRecipe, recipe_to_dict
 from common.train import TrainConfig
 

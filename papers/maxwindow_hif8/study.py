@@ -11,7 +11,7 @@ Per run (``settings.run_names``) and seed (``seeds``), against the BF16 baseline
   pretraining corpus (cloze ``acc``; 4-way choice ``acc_norm``, as HellaSwag);
 * the relative drop of each metric vs the BF16 baseline evaluated in BF16, positive = worse:
   ``(m_BF16 - m) / m_BF16`` for accuracies, ``(m - m_BF16) / m_BF16`` for perplexities;
-* saturation statistics per tensor role (:func:`common.qat.saturation_summary`).
+* saturation statistics per tensor role (:func:`common.quantizers.saturation_summary`).
 
 A run's row holds the seed means (metrics, APE, saturation statistics; the loss curve is the mean over seeds per
 step) and, under ``seeds``, every seed's own values; drops are of the seed means. The claims' intervals are made
@@ -56,7 +56,8 @@ def read_losses(path: str | os.PathLike[str]) -> dict[int, float]:
 
 
 def read_telemetry(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a run's ``telemetry.csv`` (``common.qat.TELEMETRY_FIELDS``), typed: ``step`` int, ``layer`` and
+    """The rows of a run's ``telemetry.csv`` (``common.quantizers.TELEMETRY_FIELDS``), typed: ``step`` int, ``layer``
+    and
     ``role`` str, ``overflow`` and ``cold_start`` bool (the CSV's ``True`` / ``False``), the rest float; ValueError
     naming a flag that is neither."""
     rows = []

@@ -62,10 +62,9 @@ TOLERANCE = 1e-9  # relative: a recomputed float identity (sums in another order
 HADAMARD_REASON = ("this profile's study has no Hadamard setting (one with hadamard true, e.g. w2h) comparing "
                    "WinQ with the baseline on the seeds. A rotation needs every quantized layer's input width a power "
                    "of two (the `tiny` base model; not `smoke`, MLP width 172, or `small`, 688), and the shared "
-                   "checkpoint quantization (python -m common.ptq quantize with the learned recipe) refuses a rotated "
-                   "checkpoint, whose "
-                   "effective weights Q(W H) H^T are not per-row codes of W: a rotated setting needs an evaluation of "
-                   "its materialized effective weights first")
+                   "checkpoint quantization (python -m common.ptq checkpoint with the learned recipe) refuses a "
+                   "rotated checkpoint, whose effective weights Q(W H) H^T are not per-row codes of W: a rotated "
+                   "setting needs an evaluation of its materialized effective weights first")
 ONE_SEED = ("one training seed: a trajectory statistic (the training log, the validation curve) has no shared "
             "evaluation units to bootstrap, its interval is over seeds")
 

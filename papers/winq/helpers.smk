@@ -14,7 +14,7 @@ WQ_CELLS = training_cells(WQ)  # <run>/seed<k>, every seed of every run
 WQ_HESSIAN_CELLS = hessian_cells(WQ)
 WQ_CORPUS = WQ["corpus"] or CFG["data"]["pretrain"]  # default: the base model's own pretraining corpus
 # Every trained model is checkpoint-quantized (workflow/rules/ptq.smk) with its own learned quantizer: packed integer
-# codes and the learned per-row scales (`python -m common.ptq quantize --recipe learned`).
+# codes and the learned per-row scales (`python -m common.ptq checkpoint --recipe learned`).
 WQ_QUANTIZATION = "paretoq_learned"
 CFG.setdefault("quantization", {})[WQ_QUANTIZATION] = {"recipe": "learned"}
 WQ_QUANTIZED = expand(f"{RESULTS}/models/quantized/{WQ_QUANTIZATION}/trained/{WQ_KEY}/{{cell}}", cell=WQ_CELLS)

@@ -8,9 +8,9 @@ is the summed learning rate over a period, in bin widths (the WinQ fact sheet, "
 
 * **Bin width** of a row: ``d_b alpha``, the distance between adjacent levels of the quantizer in latent-weight
   units, twice the distance from a level to its nearest code boundary. ``d_b`` is the level spacing of ``q`` in units
-  of ``alpha`` (:func:`level_spacing`, read off :func:`common.qat.lowbit.normalized_levels`: 2 at 1 bit, levels
+  of ``alpha`` (:func:`level_spacing`, read off :func:`common.quantizers.lowbit.normalized_levels`: 2 at 1 bit, levels
   ``+-1`` around the boundary 0; 2/3 at 1.58 bits; 1/2 at 2 bits; 1 at 3 and 4 bits), ``alpha`` the per-row scale
-  at the start of QAT, :func:`common.qat.lowbit.init_alpha` of the base model's weight (``mean|W|`` at 1 bit,
+  at the start of QAT, :func:`common.quantizers.lowbit.init_alpha` of the base model's weight (``mean|W|`` at 1 bit,
   ``max|W|`` at 1.58 and 2 bits, ``max|W| / (2^(b-1) - 1)`` at 3 and 4), clamped as the forward clamps it. The
   card's bin width of a bit width is the median over every latent weight of the quantized linears, each weight
   counting its row's width (:func:`median_bin_width`, the lower median).
@@ -21,7 +21,7 @@ is the summed learning rate over a period, in bin widths (the WinQ fact sheet, "
 * **Step** (``step_w<b>``): ``lr / w_b``, the peak learning rate in bin widths: about the largest move one Adam
   step makes.
 * **Quantized share** (``quantized_share``): the parameters of the linears low-bit QAT quantizes
-  (:data:`common.qat.lowbit.LOWBIT_INCLUDE`) over all parameters, each tensor once (a tied embedding once).
+  (:data:`common.quantizers.lowbit.LOWBIT_INCLUDE`) over all parameters, each tensor once (a tied embedding once).
 
 A bit width ``b`` is the A16 setting of its id suffix (:data:`CARD_BITS`: ``w1_58`` is 1.58 bits), trained at its
 group's learning rate and run length with its group's period ``K`` (:mod:`papers.winq.settings`).
@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from common.qat.lowbit import LOWBIT_INCLUDE, clamp_alpha, init_alpha, lowbit_spec, normalized_levels
+from common.quantizers.lowbit import LOWBIT_INCLUDE, clamp_alpha, init_alpha, lowbit_spec, normalized_levels
 from common.report import RegimeRow, regime_rows, regime_specs
 from common.train import TrainConfig, learning_rate
 
@@ -61,7 +61,7 @@ def card_ids() -> list[str]:
 def level_spacing(bits: float) -> float:
     """The distance between adjacent levels of ``q(u)`` in units of ``alpha`` (module docstring), read off the
     quantizer's levels over ``u`` from one below its clip range to one above; ValueError for an unknown bit width
-    (:func:`common.qat.lowbit.lowbit_spec`)."""
+    (:func:`common.quantizers.lowbit.lowbit_spec`)."""
     spec = lowbit_spec(bits)
     u = torch.linspace(spec.lo - 1, spec.hi + 1, SPACING_SAMPLES + 1, dtype=torch.float64)
     gaps = torch.diff(torch.unique(normalized_levels(u, bits)))
@@ -120,7 +120,8 @@ def period_lr_sums(train: TrainConfig, every: int) -> list[float]:
 
 def quantized_weights(parameters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The 2-D ``<module>.weight`` entries of a state dict whose module low-bit QAT quantizes (``re.search`` of
-    :data:`common.qat.lowbit.LOWBIT_INCLUDE` on the module name, as :func:`common.qat.lowbit.lowbit_selection`)."""
+    :data:`common.quantizers.lowbit.LOWBIT_INCLUDE` on the module name, as
+    :func:`common.quantizers.lowbit.lowbit_selection`)."""
     include = re.compile(LOWBIT_INCLUDE)
     return {name: t for name, t in parameters.items()
             if name.endswith(WEIGHT) and t.dim() == 2 and include.search(name.removesuffix(WEIGHT))}

@@ -1,8 +1,8 @@
 """One low-bit QAT run of the study and the trained low-bit model it leaves.
 
-A run trains the base model with the ParetoQ quantizers of :mod:`common.qat.lowbit` (a
+A run trains the base model with the ParetoQ quantizers of :mod:`common.quantizers.lowbit` (a
 :class:`common.recipes.LowBitRecipe` through the front door, :func:`common.quantization.prepare`, on its default
-selection :func:`common.qat.lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable
+selection :func:`common.quantizers.lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable
 scales ``alpha``) at ``bits`` weight bits, optionally 8-bit per-token activations and a Hadamard rotation, with one
 of the
 :data:`.settings.METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`common.winq`),
@@ -18,7 +18,7 @@ speedup is read from) and ``qat.json`` (the run's record); in ``out`` the checkp
 ``lowbit_metadata.json`` holds the versioned record of :func:`common.qat.lowbit_io.lowbit_record` with the method's
 settings) and ``lowbit_scales.safetensors`` with the learned scales.
 :func:`common.qat.lowbit_io.load_lowbit_model` re-attaches the quantizers with these scales, so its effective
-weights ``Q(W)`` are exactly those at the end of training; ``python -m common.ptq quantize --recipe learned`` stores
+weights ``Q(W)`` are exactly those at the end of training; ``python -m common.ptq checkpoint --recipe learned`` stores
 them as packed integer codes and the learned per-row scales.
 
 Every run also records the diagnostics of :mod:`common.winq_diagnostics` in ``run_dir``: ``mechanism.jsonl`` (codes
@@ -39,10 +39,10 @@ from typing import Any
 import torch
 
 from common.data import TokenShards
-from common.qat.lowbit import LowBitHandle
 from common.qat.lowbit_io import LowBitAttachment
 from common.qat.run import qat_run
 from common.quantization import prepare
+from common.quantizers.lowbit import LowBitHandle
 from common.recipes import LowBitRecipe
 from common.train import Hooks, TrainConfig, is_main_process
 from common.winq import WINQ_STRENGTH, WinQ
@@ -135,7 +135,7 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
     ``diagnostics_every`` (:class:`common.winq_diagnostics.WinQDiagnostics`), ``stagnation_batches`` or
     ``stagnation_seed`` (:func:`common.winq_diagnostics.fixed_batches`); the recipe
     (:class:`common.recipes.LowBitRecipe`) rejects a bad ``bits`` or ``activation_bits`` before anything is loaded,
-    :func:`common.qat.attach_lowbit` a Hadamard rotation of layers whose ``in_features`` is not a power of two.
+    :func:`common.quantizers.attach_lowbit` a Hadamard rotation of layers whose ``in_features`` is not a power of two.
     """
     recipe = LowBitRecipe(bits, activation_bits, hadamard)
     components = check_method(method, every, noise_sigma)

@@ -11,7 +11,7 @@ from torch import nn
 from torch.func import functional_call
 
 from common.analysis import hessian_vector_product, lanczos, model_hessian_spectrum, slq_density
-from common.qat.ste import ste_quantize
+from common.quantizers.ste import ste_quantize
 
 
 def rotated(eigenvalues, seed=0):

@@ -61,12 +61,12 @@ def test_the_source_check_sees_every_kind_of_import(tmp_path, monkeypatch):
     package = tmp_path / "common" / "ptq"
     package.mkdir(parents=True)
     (package / "bad.py").write_text("import common.qat\n\ndef f():\n    from ..qat import lowbit\n"
-                                    "    from common.qat.lowbit import attach_lowbit\n")
+                                    "    from common.quantizers.lowbit import attach_lowbit\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert violations("common/ptq", ("common.qat",)) == [
         "common/ptq/bad.py:1 imports common.qat", "common/ptq/bad.py:4 imports common.qat",
-        "common/ptq/bad.py:4 imports common.qat.lowbit", "common/ptq/bad.py:5 imports common.qat.lowbit",
-        "common/ptq/bad.py:5 imports common.qat.lowbit.attach_lowbit"]
+        "common/ptq/bad.py:4 imports common.quantizers.lowbit", "common/ptq/bad.py:5 imports common.quantizers.lowbit",
+        "common/ptq/bad.py:5 imports common.quantizers.lowbit.attach_lowbit"]
 
 
 def loaded(modules: str, prefixes: tuple[str, ...]) -> list[str]:

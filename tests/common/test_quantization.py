@@ -8,9 +8,9 @@ import pytest
 import torch
 from ptq_testing import TINY, logits, mlp_names, snapshot, tiny_llama
 
-from common.ptq import apply_quantization, select_linears
-from common.qat import lowbit_selection
+from common.ptq import select_linears
 from common.quantization import PREPARED, convert, prepare, quantize_, release
+from common.quantizers import apply_quantization, lowbit_selection
 from common.recipes import RECIPES, DelayedScalingRecipe, LowBitRecipe, get_recipe, recipe_to_dict
 
 INPUT = torch.randint(0, TINY["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(3))
@@ -20,7 +20,7 @@ def test_quantize_is_apply_quantization_on_the_default_selection():
     ours, reference = tiny_llama(), tiny_llama()
     original = snapshot(ours)
     handle = quantize_(ours, "NVFP4")
-    with apply_quantization(reference, RECIPES["NVFP4"], select_linears(reference)):
+    with apply_quantization(reference, select_linears(reference), RECIPES["NVFP4"]):
         assert torch.equal(logits(ours, INPUT), logits(reference, INPUT))
     handle.remove()
     assert all(torch.equal(value, original[key]) for key, value in ours.state_dict().items())

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from common.ptq import apply_quantization
+from common.quantization import quantize_
+from common.quantizers import quantize_tensor
 from common.recipes import QuantRecipe, QuantSpec
 from common.scaling import quantize_blocks
 
@@ -59,16 +60,16 @@ def test_bad_values_are_named(make, message):
 def test_e8m0_candidates_is_a_rule_option_of_four_over_six():
     spec = QuantSpec("e2m1", "e8m0", 32, "four_over_six", rule_options={"e8m0_candidates": "floor_ceil"})
     x = torch.tensor([[4.0] + [0.25] * 31])  # the floor candidate 0.5 wins (tests/scaling/test_numerics_options)
-    assert spec.quantize(x).tolist() == [[3.0] + [0.25] * 31]
+    assert quantize_tensor(x, spec).tolist() == [[3.0] + [0.25] * 31]
 
 
 def test_spec_passes_the_fields_to_quantize_blocks():
     x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(0)).bfloat16()
     expected = quantize_blocks(x, "e2m1", "ue4m3", 4, "four_over_six", global_scale="slice", global_target=448.0,
                                ties="down", compute_dtype="bfloat16")
-    assert torch.equal(AUTHORS.quantize(x), expected)
-    assert not torch.equal(expected, QuantSpec("e2m1", "ue4m3", 4, "four_over_six", global_scale="row",
-                                               global_target=448.0).quantize(x))
+    assert torch.equal(quantize_tensor(x, AUTHORS), expected)
+    row = QuantSpec("e2m1", "ue4m3", 4, "four_over_six", global_scale="row", global_target=448.0)
+    assert not torch.equal(expected, quantize_tensor(x, row))
 
 
 def test_fake_quantized_linear_uses_the_fields_for_weights_and_activations():
@@ -77,6 +78,7 @@ def test_fake_quantized_linear_uses_the_fields_for_weights_and_activations():
     layer = nn.Linear(32, 8, bias=False).to(torch.bfloat16)
     x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(2)).bfloat16()
     weight = layer.weight.detach().clone()
-    with apply_quantization(layer, QuantRecipe(AUTHORS, AUTHORS), [""]):
-        assert torch.equal(layer.weight, AUTHORS.quantize(weight))
-        assert torch.equal(layer(x), nn.functional.linear(AUTHORS.quantize(x), AUTHORS.quantize(weight)))
+    with quantize_(layer, QuantRecipe(AUTHORS, AUTHORS), names=[""]):
+        assert torch.equal(layer.weight, quantize_tensor(weight, AUTHORS))
+        assert torch.equal(layer(x),
+                           nn.functional.linear(quantize_tensor(x, AUTHORS), quantize_tensor(weight, AUTHORS)))

@@ -17,7 +17,8 @@ from common.eval import (
     write_task,
 )
 from common.models import load_causal_lm
-from common.ptq import QuantRecipe, QuantSpec, apply_quantization, select_linears
+from common.ptq import QuantRecipe, QuantSpec, select_linears
+from common.quantization import quantize_
 
 INCLUDE = r"mlp\.(gate_proj|up_proj|down_proj)$"
 SPECS = [None, QuantSpec("e2m1", "ue4m3", 4, "four_over_six", True),
@@ -36,7 +37,7 @@ def checkpoint(tmp_path_factory, saved):
 def quantized(checkpoint, recipe):
     model = load_causal_lm(checkpoint)
     if recipe is not None:
-        apply_quantization(model, recipe, select_linears(model, include=INCLUDE))
+        quantize_(model, recipe, names=select_linears(model, include=INCLUDE))
     return model
 
 

@@ -16,9 +16,9 @@ from ptq_testing import TINY, tiny_llama
 from scaling_testing import edge_blocks
 
 from common.formats import FORMATS, OVERFLOWS, get_format, quantize
-from common.qat import scaled_qdq
-from common.qat.scaled import float32
 from common.quantization import prepare, quantize_
+from common.quantizers import quantize_tensor, scaled_qdq
+from common.quantizers.scaled import float32
 from common.recipes import SPECS, LowBitRecipe, Recipe, get_recipe
 from common.scaling import RULES, quantize_blocks
 from common.train import causal_lm_loss
@@ -155,7 +155,7 @@ def test_per_tensor_qdq_on_cuda_equals_cpu(case, dtype):
 def test_named_specs_on_cuda_equal_cpu(name, shape, dtype):
     x = (torch.randn(*shape, generator=torch.Generator().manual_seed(2)) * 0.05).to(dtype)
     x.view(-1)[:3] = torch.tensor([float("nan"), float("inf"), 0.0], dtype=dtype)
-    assert_same_bits(SPECS[name].quantize(x.to(CUDA)), SPECS[name].quantize(x))
+    assert_same_bits(quantize_tensor(x.to(CUDA), SPECS[name]), quantize_tensor(x, SPECS[name]))
 
 
 @contextlib.contextmanager

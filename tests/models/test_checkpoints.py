@@ -1,6 +1,7 @@
 """The one checkpoint loader (common.models.checkpoints): a float folder, a quantized checkpoint (the kind common.ptq
 registers) and a low-bit QAT run (the kind common.qat registers) each load as themselves, to the last bit of their
-logits; a named kind refuses another folder; the kinds register without the caller importing their package."""
+logits; a named kind refuses another folder; a kind loads once the caller imported its writer, and is refused by name
+before."""
 
 import shutil
 import subprocess
@@ -102,11 +103,33 @@ def test_a_named_kind_refuses_another_folder(folders, tmp_path):
         load_checkpoint(both)
 
 
-def test_the_kinds_register_without_an_import_by_the_caller(folders):
-    """A fresh interpreter that imports common.models alone loads both registered kinds."""
+def test_a_kind_loads_once_its_writer_is_imported_and_is_refused_by_name_before(folders):
+    """A fresh interpreter that imports common.models alone imports no writer, and refuses a folder of each known
+    kind naming the package to import (never a float load that would drop the quantization); after the caller
+    imports the writers, both load as themselves."""
     paths = [str(folders["quantized"]), str(folders["lowbit"])]
-    script = ("import sys; from common.models import load_checkpoint; "
-              f"kinds = [load_checkpoint(path).kind.name for path in {paths!r}]; "
-              "print(*kinds, 'common.ptq' in sys.modules, 'common.qat' in sys.modules)")
+    script = ("import sys; from common.models import load_checkpoint\n"
+              "print('common.ptq' in sys.modules, 'common.qat' in sys.modules)\n"
+              f"for path in {paths!r}:\n"
+              "    try:\n"
+              "        load_checkpoint(path)\n"
+              "    except ValueError as err:\n"
+              "        print(err)\n"
+              "import common.ptq, common.qat.lowbit_io\n"
+              f"print(*[load_checkpoint(path).kind.name for path in {paths!r}])")
     run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert run.stdout.split() == ["quantized", "lowbit_qat", "True", "True"]
+    assert run.stdout.splitlines() == [
+        "False False",
+        "checkpoint kind 'quantized' is not registered: import common.ptq, which writes it, before loading one",
+        "checkpoint kind 'lowbit_qat' is not registered: import common.qat.lowbit_io, which writes it, before loading "
+        "one",
+        "quantized lowbit_qat"]
+
+
+def test_a_kind_registered_with_another_marker_is_refused():
+    from common.models import CheckpointKind, register_checkpoint_kind
+
+    kind = CheckpointKind("quantized", "quantized", "other.json", lambda folder: {}, lambda folder: (None, None))
+    with pytest.raises(ValueError, match=r"checkpoint kind 'quantized' has the marker file "
+                                         r"'quantization_config\.json' \(CHECKPOINT_MARKERS\), not 'other\.json'"):
+        register_checkpoint_kind(kind)

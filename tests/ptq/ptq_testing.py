@@ -5,8 +5,8 @@ import torch
 import transformers
 
 from common.ptq import QuantRecipe, QuantSpec
-from common.qat import INT8_PER_TOKEN, LOWBIT_CODES, attach_lowbit, lowbit_codes, lowbit_selection
-from common.recipes import LowBitRecipe, get_recipe
+from common.quantizers import LOWBIT_CODES, attach_lowbit, lowbit_codes, lowbit_selection
+from common.recipes import INT8_PER_TOKEN, LowBitRecipe, get_recipe
 
 TINY = {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,
         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}

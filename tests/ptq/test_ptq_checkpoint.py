@@ -12,7 +12,6 @@ from safetensors.torch import load_file, save_file
 from common.ptq import (
     QuantRecipe,
     QuantSpec,
-    apply_quantization,
     checkpoint_size_bytes,
     load_quantized_checkpoint,
     read_quantization_config,
@@ -26,6 +25,7 @@ from common.ptq.checkpoint import (
     pack_codes,
     unpack_codes,
 )
+from common.quantization import quantize_
 from common.recipes import get_recipe
 
 
@@ -43,7 +43,7 @@ def test_save_load_equals_apply_quantization(tmp_path, model, input_ids, recipe_
     recipe, names = RECIPES[recipe_id], mlp_names(range(1, 6))
     save_quantized_checkpoint(model, None, recipe, names, tmp_path / "q")
     loaded, handle = load_quantized_checkpoint(tmp_path / "q")
-    with apply_quantization(model, recipe, names):
+    with quantize_(model, recipe, names=names):
         assert_same_state(loaded.state_dict(), model.state_dict())
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
     assert len(handle._hooks) == (0 if recipe.activations is None else len(names))
@@ -153,7 +153,7 @@ def test_per_row_codes_of_every_width_round_trip(tmp_path, model, input_ids, ele
     assert entries["model.layers.0.mlp.down_proj.qcodes"] == ("U8", [32, 64 // per_byte], 32 * 64 // per_byte)
     assert entries["model.layers.0.mlp.down_proj.qscales"] == ("F32", [32, 1], 32 * 4)
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")
-    with apply_quantization(model, recipe, names):
+    with quantize_(model, recipe, names=names):
         assert_same_state(loaded.state_dict(), model.state_dict())
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
     report = size_report(model, tmp_path / "q")
@@ -210,7 +210,7 @@ def test_version_1_checkpoints_are_still_read(tmp_path, model, input_ids, recipe
     rewrite_as_version_1(tmp_path / "q", per_byte_v1)
     assert read_quantization_config(tmp_path / "q")["format_version"] == 1
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")
-    with apply_quantization(model, recipe, names):
+    with quantize_(model, recipe, names=names):
         assert_same_state(loaded.state_dict(), model.state_dict())
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
 
@@ -222,7 +222,7 @@ def test_version_2_checkpoints_are_still_read(tmp_path, model, input_ids, recipe
     rewrite_as_version_2(tmp_path / "q")
     assert read_quantization_config(tmp_path / "q")["format_version"] == 2
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")
-    with apply_quantization(model, recipe, names):
+    with quantize_(model, recipe, names=names):
         assert_same_state(loaded.state_dict(), model.state_dict())
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
 
@@ -263,7 +263,7 @@ def test_tied_embeddings_are_stored_once_and_stay_tied(tmp_path, input_ids):
     assert "lm_head.weight" not in header(tmp_path / "q")
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")
     assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
-    with apply_quantization(model, recipe, names):
+    with quantize_(model, recipe, names=names):
         assert torch.equal(logits(loaded, input_ids), logits(model, input_ids))
     with pytest.raises(ValueError, match=r"weight 'lm_head\.weight' is tied to another tensor"):
         save_quantized_checkpoint(model, None, recipe, ["lm_head"], tmp_path / "tied")
@@ -319,5 +319,5 @@ def test_bfloat16_source_loads_as_the_float32_quantization(tmp_path, model):
     save_quantized_checkpoint(model.to(torch.bfloat16), None, recipe, names, tmp_path / "q")
     assert read_quantization_config(tmp_path / "q")["weights"][names[0]]["dtype"] == "bfloat16"
     loaded, _ = load_quantized_checkpoint(tmp_path / "q")
-    with apply_quantization(model.float(), recipe, names):
+    with quantize_(model.float(), recipe, names=names):
         assert_same_state(loaded.state_dict(), model.state_dict())

@@ -13,7 +13,8 @@ from common.ptq import (
     save_quantized_checkpoint,
     size_report,
 )
-from common.qat import INT8_PER_TOKEN, LOWBIT_BITS, LOWBIT_CODES, lowbit_codes
+from common.quantizers import LOWBIT_CODES, lowbit_codes
+from common.recipes import INT8_PER_TOKEN, LOWBIT_BITS
 from common.scaling import BlockScales
 
 

@@ -1,4 +1,4 @@
-"""python -m common.ptq quantize: writes the checkpoint and prints one JSON line; bad input exits naming it."""
+"""python -m common.ptq checkpoint: writes the checkpoint and prints one JSON line; bad input exits naming it."""
 
 import json
 import re
@@ -12,8 +12,9 @@ import transformers
 from ptq_testing import mlp_names, tiny_llama
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from common.ptq import QuantRecipe, QuantSpec, apply_quantization, load_quantized_checkpoint
+from common.ptq import QuantRecipe, QuantSpec, load_quantized_checkpoint
 from common.ptq.cli import main
+from common.quantization import quantize_
 from common.recipes import get_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def model_dir(tmp_path):
 
 def test_quantize_named_recipe(tmp_path, model_dir, capsys):
     out = tmp_path / "out"
-    assert main(["quantize", "--model", str(model_dir), "--recipe", "NVFP4", "--activations", "--skip-first", "1",
+    assert main(["checkpoint", "--model", str(model_dir), "--recipe", "NVFP4", "--activations", "--skip-first", "1",
                  "--skip-last", "2", "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["out"] == str(out)
@@ -42,7 +43,7 @@ def test_quantize_named_recipe(tmp_path, model_dir, capsys):
     assert transformers.AutoTokenizer.from_pretrained(out)("hello world")["input_ids"] == [1, 2]
     loaded, _ = load_quantized_checkpoint(out)
     source, input_ids = tiny_llama(), torch.tensor([[1, 2, 0, 1]])
-    with apply_quantization(source, get_recipe("NVFP4", activations=True), mlp_names(range(1, 4))):
+    with quantize_(source, get_recipe("NVFP4", activations=True), names=mlp_names(range(1, 4))):
         assert torch.equal(loaded(input_ids).logits, source(input_ids).logits)
 
 
@@ -50,7 +51,7 @@ def test_quantize_json_recipe_and_include(tmp_path, model_dir, capsys):
     recipe = QuantRecipe(QuantSpec("int4", "ue4m3", 32, global_scale="row"))
     out, recipe_file = tmp_path / "out", tmp_path / "int4.json"
     recipe_file.write_text(json.dumps(recipe.to_dict()))
-    main(["quantize", "--model", str(model_dir), "--recipe", str(recipe_file), "--include",
+    main(["checkpoint", "--model", str(model_dir), "--recipe", str(recipe_file), "--include",
           r"self_attn\.o_proj$", "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["modules"] == 6
     assert json.loads((out / "quantization_config.json").read_text())["modules"] == [
@@ -59,7 +60,7 @@ def test_quantize_json_recipe_and_include(tmp_path, model_dir, capsys):
 
 def test_quantize_skip_proportion_rounds_to_blocks(tmp_path, model_dir, capsys):
     out = tmp_path / "out"
-    main(["quantize", "--model", str(model_dir), "--recipe", "NVFP4", "--skip-proportion", str(3 / 26), str(2 / 26),
+    main(["checkpoint", "--model", str(model_dir), "--recipe", "NVFP4", "--skip-proportion", str(3 / 26), str(2 / 26),
           "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["modules"] == 15  # 6 blocks: skip round(0.69) = 1 and round(0.46) = 0
     assert json.loads((out / "quantization_config.json").read_text())["modules"] == mlp_names(range(1, 6))
@@ -88,17 +89,18 @@ def test_bad_input_exits_naming_the_value(tmp_path, model_dir, capsys, args, mes
         args = [*args, "--out", str(tmp_path / "out")]
     before = sorted(model_dir.iterdir())
     with pytest.raises(SystemExit) as exit_info:
-        main(["quantize", *args])
+        main(["checkpoint", *args])
     assert exit_info.value.code == 2
-    assert re.search(f"python -m common.ptq quantize: error: {message}", capsys.readouterr().err)
+    assert re.search(f"python -m common.ptq checkpoint: error: {message}", capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
     assert sorted(model_dir.iterdir()) == before
 
 
 def test_module_entry_point(tmp_path):
     missing = tmp_path / "missing"
-    run = subprocess.run([sys.executable, "-m", "common.ptq", "quantize", "--model", str(missing), "--recipe", "MXFP4",
-                          "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, check=False)
+    run = subprocess.run([sys.executable, "-m", "common.ptq", "checkpoint", "--model", str(missing), "--recipe",
+                          "MXFP4", "--out", str(tmp_path / "out")],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
     assert run.returncode == 2
     assert f"--model {str(missing)!r} is not a Hugging Face checkpoint folder" in run.stderr
     assert not (tmp_path / "out").exists()

@@ -7,7 +7,6 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from common.qat import attach_lowbit
 from common.qat.lowbit_io import (
     LOWBIT_RECORD_VERSION,
     METADATA_FILE,
@@ -17,6 +16,7 @@ from common.qat.lowbit_io import (
     read_lowbit_record,
     save_lowbit_scales,
 )
+from common.quantizers import attach_lowbit
 from common.recipes import LowBitRecipe, recipe_from_dict
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from scaling_testing import edge_blocks
 
+from common.quantizers import quantize_tensor
 from common.recipes import SPECS
 from common.scaling import RULES, quantize_blocks, rules
 
@@ -30,7 +31,7 @@ def test_quantize_blocks_stays_on_the_device(rule, prevent_zero, global_scale, d
 @pytest.mark.parametrize("name", list(SPECS))
 def test_named_specs_and_per_tensor_hif8_stay_on_the_device(name):
     x = torch.empty(2, 8, 64, device="meta", dtype=torch.bfloat16)
-    for out in (SPECS[name].quantize(x), quantize_blocks(x, "hif8", "fp32", None),
+    for out in (quantize_tensor(x, SPECS[name]), quantize_blocks(x, "hif8", "fp32", None),
                 quantize_blocks(x, "hif8", "fp32", None, "unit", global_scale="tensor", global_target=15.0)):
         assert (out.device.type, out.dtype, out.shape) == ("meta", torch.bfloat16, x.shape)
 

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+from common.quantizers import quantize_tensor
 from common.recipes import QuantSpec
 from common.scaling import quantize_blocks
 from common.scaling.conventions import (
@@ -65,7 +66,7 @@ def test_the_authors_convention_options():
 def test_block_options_and_spec_options_quantize_alike():
     x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1)).bfloat16()
     spec = QuantSpec("e2m1", "e8m0", 16, **spec_options(AUTHORS, "four_over_six", scale="e8m0"))
-    assert torch.equal(spec.quantize(x), quantize_blocks(x, "e2m1", "e8m0", 16,
+    assert torch.equal(quantize_tensor(x, spec), quantize_blocks(x, "e2m1", "e8m0", 16,
                                                          **block_options(AUTHORS, "four_over_six", scale="e8m0")))
 
 

@@ -6,6 +6,7 @@ import torch
 from common.formats import quantize
 from common.ptq import QuantSpec
 from common.ptq.checkpoint import dequantize_weight, encode_weight
+from common.quantizers import quantize_tensor
 from common.scaling import quantize_blocks
 
 
@@ -37,7 +38,7 @@ def test_unit_without_a_global_scale_quantizes_the_values_directly():
 def test_hif8_weight_codes_round_trip_through_the_checkpoint_encoding():
     spec = QuantSpec("hif8", "fp32", None, "unit", global_scale="tensor", global_target=15.0)
     x = weights()
-    q, scales = spec.quantize(x, return_scales=True)
+    q, scales = quantize_tensor(x, spec, return_scales=True)
     stored = encode_weight(scales, spec)
     assert stored["qcodes"].dtype == torch.uint8
     assert stored["qcodes"].shape == x.shape  # one 8-bit HiF8 code per weight

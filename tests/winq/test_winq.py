@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from common.models import save_checkpoint
-from common.qat import attach_lowbit, hadamard_matrix, lowbit_selection
+from common.quantizers import attach_lowbit, hadamard_matrix, lowbit_selection
 from common.recipes import LowBitRecipe
 from common.train import TrainConfig, train
 from common.winq import WinQ, interpolate_toward, winq_step

@@ -13,8 +13,8 @@ import torch
 from ptq_testing import assert_same_state, snapshot, tiny_llama
 from torch import nn
 
-from common.qat import attach_lowbit, hadamard_matrix, lowbit_selection
-from common.qat.lowbit import ALPHA_EPS, lowbit_spec, normalized_levels
+from common.quantizers import attach_lowbit, hadamard_matrix, lowbit_selection
+from common.quantizers.lowbit import ALPHA_EPS, lowbit_spec, normalized_levels
 from common.recipes import LowBitRecipe
 from common.train import Hooks, SequenceSampler, TrainConfig, causal_lm_loss, learning_rate, train
 from common.winq import WinQ

@@ -11,7 +11,8 @@ import re
 import pytest
 import yaml
 
-from common.qat import ROLES, TELEMETRY_FIELDS
+from common.quantizers import TELEMETRY_FIELDS
+from common.recipes import ROLES
 
 pytestmark = pytest.mark.slow
 PAPER = "maxwindow_hif8"

@@ -20,4 +20,4 @@ rule quantize_checkpoint:
     params:
         args=lambda w: quantization_args(w.qname),
     shell:
-        "python -m common.ptq quantize --model {input} {params.args} --out {output} > {log} 2>&1"
+        "python -m common.ptq checkpoint --model {input} {params.args} --out {output} > {log} 2>&1"

@@ -15,14 +15,14 @@ Each planted effect ``e`` (an APE, a drop, an overflow rate) is ``e * SEED_FACTO
   ``drops`` overrides per run), evaluated in HiF8 (after checkpoint quantization) worse by ``quant_drop`` more; a
   BF16 baseline in HiF8 is worse by ``quant_drop``;
 * saturation: per observer an overflow rate (``overflow``) times :data:`ROLE_FACTORS` per tensor role (times the
-  seed factor), in the keys of ``common.qat.saturation_summary``;
+  seed factor), in the keys of ``common.quantizers.saturation_summary``;
 * records: every evaluation names its model (:data:`PARAMETERS` parameters) and its corpus's test split
   (:data:`CORPORA`); a HiF8 one holds the checkpoint's quantization record (:data:`QUANTIZATION`: the telemetry's
   :data:`LAYERS` layers ``l<i>``, each of :data:`QUANTIZED_SHAPE`), so the quantized share is 0.5;
 * per-unit scores (what the claims resample): :data:`WINDOWS` windows of :data:`WINDOW_TOKENS` tokens, each with the
   model's perplexity (:func:`perplexity_group`), and the first ``round(acc * n)`` zero-shot examples correct
   (:func:`correct_list`); telemetry (:func:`telemetry_rows`: ``grad_accum`` calls per layer, role and step) of the
-  runs the claims read, ``saturation.json`` made from it by ``common.qat.saturation_summary``.
+  runs the claims read, ``saturation.json`` made from it by ``common.quantizers.saturation_summary``.
 
 :data:`PAPER_LIKE` reproduces most claims; :data:`CONTRARY` contradicts them (large APE, no forgetting, a lossy
 recipe, max_window saturating more than most_recent).
@@ -38,8 +38,8 @@ import numpy as np
 import yaml
 
 from common.observers import OBSERVERS
-from common.qat import TELEMETRY_FIELDS, saturation_summary
 from common.qat.seeds import seed_cell
+from common.quantizers import TELEMETRY_FIELDS, saturation_summary
 from papers.maxwindow_hif8.__main__ import last_row
 from papers.maxwindow_hif8.claims import Artifact, Study, telemetry_runs
 from papers.maxwindow_hif8.context import our_setup
@@ -132,7 +132,7 @@ def delayed_calls(config, name):
 
 def saturation(config, name, rate):
     """A ``saturation.json`` of ``name`` with overflow rate ``rate`` (times the role factors), in the keys of
-    ``common.qat.saturation_summary``; ``{}`` for a baseline."""
+    ``common.quantizers.saturation_summary``; ``{}`` for a baseline."""
     if run_settings(config, name)["observer"] is None:
         return {}
     calls = delayed_calls(config, name)

@@ -28,7 +28,7 @@ from mw_testing import (
 )
 from scipy import stats
 
-from common.qat import saturation_summary
+from common.quantizers import saturation_summary
 from common.report import Claim, ImplementationCheckFailed, claim_specs, claims_document
 from common.report.claims import SPEC_FIELDS
 from common.uncertainty import Evidence

@@ -12,7 +12,7 @@ from paper_testing import KilledError, build_tiny_setup, killed_train
 import common.qat.run as skeleton
 from common.io import read_json
 from common.models import load_model
-from common.qat import TELEMETRY_FIELDS, saturation_summary
+from common.quantizers import TELEMETRY_FIELDS, saturation_summary
 from common.train import TrainConfig
 from papers.maxwindow_hif8.__main__ import main
 from papers.maxwindow_hif8.claims import Artifact, telemetry_check

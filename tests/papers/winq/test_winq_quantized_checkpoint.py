@@ -1,4 +1,4 @@
-"""Trained low-bit runs through the shared checkpoint CLI (``python -m common.ptq quantize --recipe learned``):
+"""Trained low-bit runs through the shared checkpoint CLI (``python -m common.ptq checkpoint --recipe learned``):
 packed integer codes + the learned per-row scales, rebuilt bit for bit to the trained effective weights Q(W), the
 same logits as the low-bit model (A8 included), sizes that reflect the packing, and the refusals named."""
 
@@ -13,8 +13,8 @@ from winq_testing import train_config
 from common.io import read_json
 from common.ptq import QuantRecipe, QuantSpec, load_quantized_checkpoint, read_quantization_config
 from common.ptq.cli import main
-from common.qat import INT8_PER_TOKEN
 from common.qat.lowbit_io import load_lowbit_model
+from common.recipes import INT8_PER_TOKEN
 
 # setting -> (bits, activation_bits, element format of the codes, codes per byte)
 SETTINGS = {"w1.58": (1.58, None, "ternary", 4), "w4": (4, None, "int4_tc", 2), "w2a8": (2, 8, "midrise2", 4)}
@@ -47,7 +47,7 @@ def batch():
 def test_learned_recipe_stores_the_trained_low_bit_model_exactly(tmp_path, runs, setting, capsys):
     bits, activation_bits, elem, per_byte = SETTINGS[setting]
     out = tmp_path / "q"
-    assert main(["quantize", "--model", str(runs[setting]), "--recipe", "learned", "--out", str(out)]) == 0
+    assert main(["checkpoint", "--model", str(runs[setting]), "--recipe", "learned", "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     a8 = activation_bits == 8
     recipe = QuantRecipe(QuantSpec(elem, "fp32", "row", rule=None), INT8_PER_TOKEN if a8 else None,
@@ -86,7 +86,7 @@ def test_learned_recipe_stores_the_trained_low_bit_model_exactly(tmp_path, runs,
 def test_learned_recipe_refusals_name_the_value(tmp_path, setup, runs, capsys):
     def refused(*argv):
         with pytest.raises(SystemExit) as exit_info:
-            main(["quantize", *argv, "--out", str(tmp_path / "q")])
+            main(["checkpoint", *argv, "--out", str(tmp_path / "q")])
         assert exit_info.value.code == 2
         return capsys.readouterr().err
 

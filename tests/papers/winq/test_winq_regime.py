@@ -13,7 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from winq_testing import CONFIG, save_planted_model
 
 from common.models import get_architecture
-from common.qat.lowbit import lowbit_selection, lowbit_spec
+from common.quantizers.lowbit import lowbit_selection, lowbit_spec
 from common.train import TrainConfig
 from papers.winq import regime as wr
 from papers.winq.settings import profile_config

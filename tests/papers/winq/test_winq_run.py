@@ -18,8 +18,8 @@ import common.qat.run as skeleton
 from common.data import read_jsonl, token_stream
 from common.io import read_json
 from common.models import count_parameters, load_float_model, load_model
-from common.qat import lowbit_selection
 from common.qat.lowbit_io import LOWBIT_RECORD_VERSION, load_lowbit_model
+from common.quantizers import lowbit_selection
 from common.train import evaluate_loss
 from common.winq import WinQ
 from common.winq_diagnostics import (

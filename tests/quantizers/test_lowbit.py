@@ -1,4 +1,5 @@
-"""ParetoQ low-bit quantizers (common.qat.lowbit): levels, scale initialisation, gradients, the parametrized Linear,
+"""ParetoQ low-bit quantizers (common.quantizers.lowbit): levels, scale initialisation, gradients, the parametrized
+Linear,
 noise injection, Hadamard rotation, A8 activations (the PTQ spec, bit for bit), remove() (and materialize), the noise
 generator's state, and the integer codes of every bit width (codes x scale bit-equal to the forward)."""
 
@@ -12,9 +13,7 @@ from torch.nn.utils import parametrize
 
 from common.formats import decode, encode, get_format
 from common.ptq import QuantSpec
-from common.qat import (
-    INT8_PER_TOKEN,
-    LOWBIT_BITS,
+from common.quantizers import (
     LOWBIT_CODES,
     attach_lowbit,
     effective_weight,
@@ -25,9 +24,10 @@ from common.qat import (
     lowbit_grads,
     lowbit_quantize,
     lowbit_selection,
+    quantize_tensor,
 )
-from common.qat.lowbit import ALPHA_EPS, lowbit_spec, lowbit_ste
-from common.recipes import LowBitRecipe
+from common.quantizers.lowbit import ALPHA_EPS, lowbit_spec, lowbit_ste
+from common.recipes import INT8_PER_TOKEN, LOWBIT_BITS, LowBitRecipe
 
 G = torch.tensor([[1.0, 2.0, -1.0, 0.5], [3.0, -1.0, 2.0, -2.0]])
 
@@ -385,7 +385,7 @@ def test_int8_per_token_is_the_quant_spec_and_the_formula_bit_for_bit(seed):
     x[3, 4, 5] = x[3, 4].abs().max() * 0.5 / 127 * 3  # a tie (x / s = 1.5) up to rounding of s
     expected = int8_per_token_formula(x)
     assert torch.equal(int8_per_token(x), expected)
-    assert torch.equal(INT8_PER_TOKEN.quantize(x), expected)
+    assert torch.equal(quantize_tensor(x, INT8_PER_TOKEN), expected)
     assert QuantSpec("int8", "fp32", "row", "absmax") == INT8_PER_TOKEN
 
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 from ptq_testing import assert_same_state, logits, mlp_names, snapshot
 
-from common.ptq import QuantRecipe, QuantSpec, apply_quantization
+from common.ptq import QuantRecipe, QuantSpec
+from common.quantizers import apply_quantization
 from common.recipes import get_recipe
 from common.scaling import quantize_blocks
 
@@ -15,7 +16,7 @@ NVFP4_ACT = get_recipe("NVFP4", activations=True)
 def test_weights_are_quantized_along_in_features_and_restored_bit_exactly(model, input_ids):
     names = mlp_names(range(1, 5))
     before, params, reference = snapshot(model), dict(model.named_parameters()), logits(model, input_ids)
-    handle = apply_quantization(model, NVFP4_ACT, names)
+    handle = apply_quantization(model, names, NVFP4_ACT)
     assert handle.active
     for key, value in model.state_dict().items():
         if key.removesuffix(".weight") in names:
@@ -36,7 +37,7 @@ def test_weights_are_quantized_along_in_features_and_restored_bit_exactly(model,
 
 def test_context_manager_restores(model, input_ids):
     before, reference = snapshot(model), logits(model, input_ids)
-    with apply_quantization(model, get_recipe("MXFP4"), mlp_names(range(6))):
+    with apply_quantization(model, mlp_names(range(6)), get_recipe("MXFP4")):
         assert not torch.equal(logits(model, input_ids), reference)
     assert_same_state(model.state_dict(), before)
     assert torch.equal(logits(model, input_ids), reference)
@@ -48,7 +49,7 @@ def test_activation_hook_quantizes_the_input_exactly(model, input_ids):
     module.register_forward_pre_hook(lambda _, args: seen.__setitem__("raw", args[0].clone()))  # runs first
     module.register_forward_hook(lambda _, args, out: seen.update(used=args[0], out=out))
     spec = QuantSpec("e2m1", "ue4m3", 16, "four_over_six", global_scale="row")
-    with apply_quantization(model, QuantRecipe(None, spec), ["model.layers.2.mlp.down_proj"]):
+    with apply_quantization(model, ["model.layers.2.mlp.down_proj"], QuantRecipe(None, spec)):
         logits(model, input_ids)
     expected = quantize_blocks(seen["raw"], "e2m1", "ue4m3", 16, "four_over_six", global_scale="row", axis=-1)
     assert seen["raw"].shape == (2, 12, 64)
@@ -59,7 +60,7 @@ def test_activation_hook_quantizes_the_input_exactly(model, input_ids):
 
 def test_weights_false_attaches_only_hooks(model):
     before = snapshot(model)
-    handle = apply_quantization(model, NVFP4_ACT, mlp_names([0]), weights=False)
+    handle = apply_quantization(model, mlp_names([0]), NVFP4_ACT, weights=False)
     assert_same_state(model.state_dict(), before)
     assert sum(len(m._forward_pre_hooks) for m in model.modules()) == 3
     handle.remove()
@@ -70,7 +71,7 @@ def test_a_failure_half_way_undoes_everything(model):
     model.model.layers[3].mlp.up_proj.half()  # quantize_blocks refuses float16: fails at the 11th module
     before = snapshot(model)
     with pytest.raises(ValueError, match=r"unsupported dtype torch\.float16"):
-        apply_quantization(model, NVFP4_ACT, mlp_names(range(6)))
+        apply_quantization(model, mlp_names(range(6)), NVFP4_ACT)
     assert_same_state(model.state_dict(), before)
     assert not any(m._forward_pre_hooks for m in model.modules())
 
@@ -83,4 +84,4 @@ def test_a_failure_half_way_undoes_everything(model):
 ])
 def test_bad_names(model, names, message):
     with pytest.raises(ValueError, match=message):
-        apply_quantization(model, NVFP4_ACT, names)
+        apply_quantization(model, names, NVFP4_ACT)

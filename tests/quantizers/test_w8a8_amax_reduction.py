@@ -15,11 +15,11 @@ from dp_testing import CALLS, REDUCED_CASES, WINDOW, WORLD, grads, inputs, linea
 
 from common.formats import get_format
 from common.observers import make_observer
-from common.qat import ROLES, W8A8Layer, attach_w8a8
-from common.qat.scaled import scaled_qdq
-from common.qat.w8a8 import all_reduce_amax, scale_for, tensor_amax
 from common.quantization import prepare
-from common.recipes import DelayedScalingRecipe
+from common.quantizers import W8A8Layer, attach_w8a8
+from common.quantizers.scaled import scaled_qdq
+from common.quantizers.w8a8 import all_reduce_amax, scale_for, tensor_amax
+from common.recipes import ROLES, DelayedScalingRecipe
 
 HIF8 = get_format("hif8")
 REDUCED = {"max": 3.0, "zero": 0.0, "inf": math.inf, "nan": math.nan}  # REDUCED_CASES' maximum on every rank

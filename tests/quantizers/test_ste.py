@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from common.qat import attach_fake_quant, ste_quantize
+from common.quantizers import attach_fake_quant, quantize_tensor, ste_quantize
 from common.recipes import get_recipe
 from common.scaling import quantize_blocks
 
@@ -25,9 +25,9 @@ def test_attach_fake_quant_trains_latent_weights_and_restores():
     recipe = get_recipe("MXFP4", activations=True)
     x = torch.randn(5, 32)
     with attach_fake_quant(model, ["0"], recipe):
-        assert torch.equal(model[0].weight, recipe.weights.quantize(latent))
+        assert torch.equal(model[0].weight, quantize_tensor(latent, recipe.weights))
         out = model(x)
-        expected = nn.functional.linear(recipe.activations.quantize(x), recipe.weights.quantize(latent),
+        expected = nn.functional.linear(quantize_tensor(x, recipe.activations), quantize_tensor(latent, recipe.weights),
                                         model[0].bias)
         assert torch.equal(model[0](x), expected)
         out.sum().backward()

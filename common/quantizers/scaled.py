@@ -20,7 +20,7 @@ whichever way the backend converts the Python scalar (the division by a 0-dim te
 Devices: the work runs on ``t``'s device (the lookup table is cached per device, :func:`lookup_table`) with no
 host synchronisation; the chunks are cache-sized on CPUs, whole passes elsewhere
 (:func:`common.formats.quantize.chunk_elements`). The scale is a Python float by design: the delayed-scaling
-observers that choose it keep their amax histories on the host (:mod:`common.qat.w8a8`).
+observers that choose it keep their amax histories on the host (:mod:`common.quantizers.w8a8`).
 """
 
 from __future__ import annotations

@@ -10,17 +10,10 @@ import transformers
 from torch import nn
 
 from common.formats import quantize
-from common.qat import (
-    ROLES,
-    TELEMETRY_FIELDS,
-    BF16Warmup,
-    W8A8Layer,
-    attach_w8a8,
-    w8a8_linear,
-    w8a8_selection,
-)
-from common.qat.w8a8 import tensor_amax
-from common.recipes import DelayedScalingRecipe, LowBitRecipe
+from common.qat import BF16Warmup
+from common.quantizers import TELEMETRY_FIELDS, W8A8Layer, attach_w8a8, w8a8_linear, w8a8_selection
+from common.quantizers.w8a8 import tensor_amax
+from common.recipes import ROLES, DelayedScalingRecipe, LowBitRecipe
 from common.train import TrainConfig, train
 
 TINY = {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 6,

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from common.formats import get_format, quantize
-from common.qat import TELEMETRY_FIELDS, attach_w8a8, saturation_summary
-from common.qat.w8a8 import Telemetry, mantissa_bits_lost, relative_error
+from common.quantizers import TELEMETRY_FIELDS, attach_w8a8, saturation_summary
+from common.quantizers.w8a8 import Telemetry, mantissa_bits_lost, relative_error
 from common.recipes import DelayedScalingRecipe
 
 # most_recent predicts the previous call's amax; max_val 15, HiF8. Step by step (s = float32(15 / prediction)):

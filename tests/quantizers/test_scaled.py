@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from common.formats import quantize
-from common.qat.scaled import CHUNK, float32, lookup_bits, lookup_table, scaled_qdq
+from common.quantizers.scaled import CHUNK, float32, lookup_bits, lookup_table, scaled_qdq
 
 
 def reference(t, scale, fmt):

@@ -12,9 +12,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from common.qat import ROLES, attach_w8a8
-from common.qat.w8a8 import all_reduce_amax
-from common.recipes import DelayedScalingRecipe
+from common.quantizers import attach_w8a8
+from common.quantizers.w8a8 import all_reduce_amax
+from common.recipes import ROLES, DelayedScalingRecipe
 
 WORLD = 2
 WINDOW = 2  # max_window over the last 2 calls: the third call's scale comes from the amaxes of calls 0 and 1

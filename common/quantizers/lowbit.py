@@ -49,7 +49,7 @@ quantization below acts on the unrotated ``x``).
 
 8-bit activations (``activation_bits=8``, ParetoQ's A8): per token (last dimension) symmetric absmax int8,
 ``s = max|x| / 127`` (``s = 1`` where the max is 0), ``x_q = clamp(round(x / s), -128, 127) s``, applied by a
-forward pre-hook with a straight-through gradient (:func:`common.qat.ste_quantize`). It is the PTQ spec
+forward pre-hook with a straight-through gradient (:func:`common.quantizers.ste_quantize`). It is the PTQ spec
 :data:`common.recipes.INT8_PER_TOKEN` (``QuantSpec("int8", "fp32", "row", "absmax")``), so a quantized checkpoint
 re-attaches exactly this quantization (:func:`int8_per_token`).
 
@@ -92,6 +92,7 @@ from common.recipes import INT8_PER_TOKEN, LOWBIT_BITS, LowBitRecipe, QuantRecip
 from common.scaling import BlockScales
 from common.select import linear_modules, select_linears
 
+from .block import quantize_tensor
 from .ste import ste_quantize
 
 ALPHA_EPS = 1e-5
@@ -269,11 +270,11 @@ def int8_per_token(x: torch.Tensor) -> torch.Tensor:
     the max is 0), ``clamp(round(x / s), -128, 127) s`` (round half to even), computed in float32 (a bfloat16 ``x``
     is rounded back; other dtypes are a ValueError).
 
-    It is :data:`INT8_PER_TOKEN`'s ``quantize`` (``quantize_blocks`` with one absmax block per row): its scale
-    ``fl(max|x| / 127)`` and ``Q_int8(x / s) s`` are the formula's operations; ``|x / s| <= 127`` up to rounding,
-    so the int8 grid's missing -128 never matters, and an all-zero token (``s = 0`` there, quantized as 0) gives
-    the formula's ``round(0 / 1) 1 = 0``."""
-    return INT8_PER_TOKEN.quantize(x)
+    It is :func:`common.quantizers.quantize_tensor` with :data:`INT8_PER_TOKEN` (``quantize_blocks`` with one absmax
+    block per row): its scale ``fl(max|x| / 127)`` and ``Q_int8(x / s) s`` are the formula's operations; ``|x / s| <=
+    127`` up to rounding, so the int8 grid's missing -128 never matters, and an all-zero token (``s = 0`` there,
+    quantized as 0) gives the formula's ``round(0 / 1) 1 = 0``."""
+    return quantize_tensor(x, INT8_PER_TOKEN)
 
 
 class NoiseSource:

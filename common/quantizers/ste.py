@@ -5,7 +5,7 @@
 the forward value is bit-exactly the quantized tensor (``x + (q - x).detach()`` is not, in floating point).
 
 ``attach_fake_quant(model, names, recipe)`` makes the selected Linear layers train with quantized weights and
-inputs (``common.ptq`` recipes and selections): the weight through a ``torch.nn.utils.parametrize``
+inputs (a :class:`common.recipes.QuantRecipe` and a selection): the weight through a ``torch.nn.utils.parametrize``
 parametrization, the input through a forward pre-hook, both with the STE. ``handle.remove()`` restores the
 plain layers; the latent (unquantized) weights are what the optimizer updates and what is restored.
 """
@@ -13,6 +13,7 @@ plain layers; the latent (unquantized) weights are what the optimizer updates an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import torch
 from torch import nn
@@ -20,6 +21,8 @@ from torch.nn.utils import parametrize
 
 from common.recipes import QuantRecipe, check_recipe
 from common.select import linear_modules
+
+from .block import quantize_tensor
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -78,9 +81,10 @@ def attach_fake_quant(model: nn.Module, names: Sequence[str], recipe: QuantRecip
     hooks = []
     for module in modules.values():
         if recipe.weights is not None:
-            parametrize.register_parametrization(module, "weight", _FakeQuantWeight(recipe.weights.quantize))
+            parametrize.register_parametrization(module, "weight",
+                                                 _FakeQuantWeight(partial(quantize_tensor, spec=recipe.weights)))
         if recipe.activations is not None:
-            quantize_input = recipe.activations.quantize
+            quantize_input = partial(quantize_tensor, spec=recipe.activations)
             hooks.append(module.register_forward_pre_hook(
                 lambda _module, args, q=quantize_input: (ste_quantize(args[0], q), *args[1:])))
     return QATHandle(model, list(names), hooks)

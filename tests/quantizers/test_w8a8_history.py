@@ -8,8 +8,9 @@ import torch
 import transformers
 from torch import nn
 
-from common.qat import HISTORY_UNITS, BF16Warmup, W8A8Layer, attach_w8a8
-from common.recipes import DelayedScalingRecipe
+from common.qat import BF16Warmup
+from common.quantizers import W8A8Layer, attach_w8a8
+from common.recipes import HISTORY_UNITS, DelayedScalingRecipe
 from common.train import TrainConfig, train
 
 TINY = {"vocab_size": 128, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,

@@ -6,7 +6,7 @@ after the authors' code)::
     forward   y  = Q_x(x) Q_w(W)^T + b
     backward  dx = Q_g(g) Q_w(W)          dW = Q_g(g)^T Q_x(x)          db = sum of g over tokens (unquantized)
 
-``Q_r(t) = fmt(t s_r) / s_r`` (:func:`common.qat.scaled.scaled_qdq`: saturating, the format's default rounding,
+``Q_r(t) = fmt(t s_r) / s_r`` (:func:`common.quantizers.scaled.scaled_qdq`: saturating, the format's default rounding,
 TA for HiF8) with one per-tensor scale per role ``r`` in :data:`common.recipes.ROLES` of each layer, each role with
 its own observer (:mod:`common.observers`). A *call* of a role: ``input`` and ``weight`` are called once per
 forward of the layer under autograd, ``grad_output`` once per backward through it; under gradient accumulation every
@@ -380,7 +380,7 @@ class W8A8Layer:
         self.name, self.enabled, self.history_unit = name, True, recipe.history_unit
         self.quantizers = {role: RoleQuantizer(name, role, recipe, telemetry, amax_group) for role in recipe.roles}
 
-    def quantize(self, role: str, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
+    def quantize_operand(self, role: str, t: torch.Tensor, observe: bool = True) -> torch.Tensor:
         """``Q_role(t)`` (:class:`RoleQuantizer`), or ``t`` itself for a role this layer does not quantize."""
         quantizer = self.quantizers.get(role)
         return t if quantizer is None else quantizer(t, observe=observe)
@@ -390,7 +390,8 @@ class W8A8Layer:
         if not self.enabled:
             return F.linear(x, weight, bias)
         if not torch.is_grad_enabled():
-            return F.linear(self.quantize("input", x, observe=False), self.quantize("weight", weight, observe=False),
+            return F.linear(self.quantize_operand("input", x, observe=False),
+                            self.quantize_operand("weight", weight, observe=False),
                             bias)
         return W8A8LinearFunction.apply(x, weight, bias, self)
 
@@ -412,8 +413,8 @@ class W8A8LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 layer: W8A8Layer) -> torch.Tensor:
-        qx = layer.quantize("input", x)
-        qw = layer.quantize("weight", weight)
+        qx = layer.quantize_operand("input", x)
+        qw = layer.quantize_operand("weight", weight)
         ctx.save_for_backward(qx, qw)
         ctx.layer = layer
         ctx.bias_dtype = None if bias is None else bias.dtype
@@ -425,7 +426,7 @@ class W8A8LinearFunction(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dx = dw = db = None
         if need_x or need_w:
-            qg = ctx.layer.quantize("grad_output", grad).to(qw.dtype)
+            qg = ctx.layer.quantize_operand("grad_output", grad).to(qw.dtype)
             if need_x:
                 dx = (qg @ qw).to(qx.dtype)
             if need_w:
