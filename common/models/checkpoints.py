@@ -112,10 +112,10 @@ def registered_kind(name: str) -> CheckpointKind:
     return lookup(dict(sorted({**CHECKPOINT_MARKERS, **_KINDS}.items())), name, "checkpoint kind")
 
 
-def checkpoint_kind(path: PathLike) -> CheckpointKind | None:
-    """The kind of the folder ``path``: the kind whose marker file it holds, None for a float checkpoint (or a path
-    that is not a folder); ValueError for a folder with the markers of two kinds, or of a known kind that is not
-    registered (:func:`registered_kind` names the package to import)."""
+def marked_kind(path: PathLike) -> str | None:
+    """The name of the kind whose marker file the folder ``path`` holds (a kind of :data:`CHECKPOINT_MARKERS` or a
+    registered one), None for a float checkpoint (or a path that is not a folder); ValueError for a folder with the
+    markers of two kinds."""
     folder = Path(path)
     markers = {name: known.marker for name, known in CHECKPOINT_MARKERS.items()}
     markers.update({name: kind.marker for name, kind in _KINDS.items()})
@@ -123,7 +123,15 @@ def checkpoint_kind(path: PathLike) -> CheckpointKind | None:
     if len(found) > 1:
         raise ValueError(f"{str(folder)!r} holds the marker files of {len(found)} checkpoint kinds: "
                          f"{', '.join(f'{markers[name]} ({name})' for name in found)}")
-    return registered_kind(found[0]) if found else None
+    return found[0] if found else None
+
+
+def checkpoint_kind(path: PathLike) -> CheckpointKind | None:
+    """The registered kind of the folder ``path`` (:func:`marked_kind`), None for a float checkpoint; ValueError for
+    a folder with the markers of two kinds, or of a known kind whose writer was not imported
+    (:func:`registered_kind` names it)."""
+    name = marked_kind(path)
+    return None if name is None else registered_kind(name)
 
 
 def checkpoint_record(path: PathLike, kind: str) -> dict[str, Any]:

@@ -35,6 +35,9 @@ from torch import nn
 
 from common.io import read_json
 
+from . import METADATA_FILE, load_model, save_checkpoint
+from .checkpoints import marked_kind
+
 TRANSFORMS = ("mlp_input", "mlp_inner", "attn_input", "attn_value")
 # model_type values whose decoder layer is the Llama layer: pre-norm RMSNorm (g * x / rms(x)) before attention and
 # MLP, gate/up/down MLP, q/k/v/o attention (Gemma's (1 + g) norms and extra post-norms are not this layer)
@@ -176,17 +179,15 @@ def rescale_checkpoint(model_dir: str | Path, factor: float, transforms: Sequenc
     record. ValueError for bad input (a quantized or low-bit QAT checkpoint, ``out`` equal to ``model_dir``), before
     writing.
     """
-    from . import METADATA_FILE, checkpoint_kind, load_model, save_checkpoint  # the package imports this
 
     c = check_factor(factor)
     names = check_transforms(transforms)
     source = Path(model_dir)
     if not (source / "config.json").is_file():
         raise ValueError(f"--model {str(model_dir)!r} is not a Hugging Face checkpoint folder (no config.json)")
-    kind = checkpoint_kind(source)
+    kind = marked_kind(source)
     if kind is not None:
-        raise ValueError(f"--model {str(model_dir)!r} is a {kind.description} checkpoint: rescale the full-precision "
-                         "model")
+        raise ValueError(f"--model {str(model_dir)!r} is a {kind} checkpoint: rescale the full-precision model")
     if Path(out).resolve() == source.resolve():
         raise ValueError(f"--out {str(out)!r} is the --model folder: it would be replaced")
     model, tokenizer = load_model(source)

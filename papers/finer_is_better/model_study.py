@@ -71,7 +71,8 @@ def unquantized_cell(config: Mapping[str, Any], model_dir: str | Path, split: st
     """The reference evaluation of ``model_dir`` (where ``compute`` says) and the weight sigma of every linear the
     cells quantize (of the checkpoint's float32 weights)."""
     from common.eval.fake_quant import fake_quant_perplexity
-    from common.models import linear_sigmas, load_causal_lm
+    from common.models import load_causal_lm
+    from common.models.rescale import linear_sigmas
 
     study = config["model"]
     sigmas = linear_sigmas(load_causal_lm(model_dir), study["include"])

@@ -21,7 +21,8 @@ from common.analysis.advise import (
     write_advice,
 )
 from common.io import read_json
-from common.models import load_causal_lm, rescale_checkpoint
+from common.models import load_causal_lm
+from common.models.rescale import rescale_checkpoint
 from common.recipes import QuantSpec
 from common.scaling import quantize_blocks
 from common.theory import block_mse, crossover

@@ -18,9 +18,9 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 from torch import nn
 
-from common.models import TRANSFORMS, linear_sigmas, load_model, rescale_model, save_checkpoint
+from common.models import load_model, save_checkpoint
 from common.models.__main__ import main
-from common.models.rescale import PROBE_SHAPE, RECORD_FILE, probe_ids
+from common.models.rescale import PROBE_SHAPE, RECORD_FILE, TRANSFORMS, linear_sigmas, probe_ids, rescale_model
 
 TOLERANCE = 2e-5  # of max |logit| (module docstring)
 TINY = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3,
