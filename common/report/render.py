@@ -3,7 +3,7 @@
 HTML: figures are embedded as base64 PNG ``data:`` URIs, the style is inline, and no ``src``/``href`` points to
 a network address, so the page renders offline. LaTeX: the same sections, figures included from their PDF
 files (paths relative to the ``.tex`` file), typeset for reading (ragged-right table columns, claim rows that
-never break over a page). Templates live in ``workflow/templates/``.
+never break over a page). Templates live in ``common/report/templates/`` (package data, in the wheel).
 
 A context is a dict (:func:`common.report.context.assemble` makes it): ``paper`` (``key``, ``title``,
 ``citation``, ``question``, ``method``), ``figures`` (``id``, ``caption``, ``png``, ``pdf``), ``tables``
@@ -45,7 +45,7 @@ from common.io import atomic_path, write_text
 
 from .claims import VERDICTS
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "workflow" / "templates"
+TEMPLATES = Path(__file__).resolve().with_name("templates")
 _LATEX_SPECIAL = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
                   "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
                   "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
