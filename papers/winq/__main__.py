@@ -8,7 +8,7 @@ validation-perplexity curve, ``train_summary.json``, ``qat.json``), its checkpoi
 ``.../trained/winq/<run>/seed<k>`` (latent weights, ``lowbit_metadata.json``, ``lowbit_scales.safetensors``), its
 quantized checkpoint ``.../trained/winq/<run>/seed<k>`` (``size_report.json``, ``quantization_config.json``), its
 evaluation ``.../eval/<run>/seed<k>.json`` (``base.json``: the full-precision base model) and Hessian cell
-``.../hessian/<run>/seed<k>.json``; its run folder also holds the diagnostics of :mod:`common.winq_diagnostics`
+``.../hessian/<run>/seed<k>.json``; its run folder also holds the diagnostics of :mod:`.diagnostics`
 (``mechanism.jsonl``, ``stagnation.jsonl``), which the summary reads. The claims read the summary, the cells'
 evaluations (per-window and per-example scores), the ``quantization_config.json`` of each quantized checkpoint and
 the base model (``--base-model``: the regime card, :mod:`papers.winq.regime`), and write ``claims.json``
@@ -60,8 +60,7 @@ def evaluation_key(path: str | os.PathLike[str]) -> str:
 
 
 def train_run(args: argparse.Namespace) -> None:
-    from common.winq import WINQ_STRENGTH
-
+    from .method import WINQ_STRENGTH
     from .run import winq_run
     from .settings import run_settings, train_config
 

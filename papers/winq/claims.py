@@ -27,7 +27,7 @@ units every cell was scored on, the same draw for every seed and model:
   probes, through :data:`SPECTRUM`'s transform (percent, or ``ln`` of the largest |eigenvalue|).
 
 Trajectory statistics (the gradient norm from ``train_log.csv``, the validation curve, the speedup, and the
-diagnostics of :mod:`common.winq_diagnostics`: the authors' relative gradient norm from ``stagnation.jsonl``, the
+diagnostics of :mod:`.diagnostics`: the authors' relative gradient norm from ``stagnation.jsonl``, the
 codes changed and the latent weights near a code boundary per interpolation period from ``mechanism.jsonl``) have no
 shared evaluation units (``eval_log.csv`` keeps one perplexity per evaluation, a cell's steps are its own, the
 diagnostics are measured on the cell's own weights): their interval is the t-interval over seeds alone, and one seed

@@ -5,9 +5,9 @@ A run trains the base model with the ParetoQ quantizers of :mod:`common.quantize
 selection :func:`common.quantizers.lowbit_selection`: every attention and MLP Linear of the blocks; per-row learnable
 scales ``alpha``) at ``bits`` weight bits, optionally 8-bit per-token activations and a Hadamard rotation, with one
 of the
-:data:`.settings.METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`common.winq`),
+:data:`.settings.METHODS`: ``baseline`` (ParetoQ QAT), ``winq`` (interpolation + noise, :mod:`.method`),
 ``interpolation`` or ``noise`` alone. Interpolation: ``W <- (1 - strength) W + strength Q(W)`` after optimizer
-steps ``K, 2K, ..., N`` counted from 1 (:class:`common.winq.WinQ`, ``K = every``); noise: ``sigma N(0, I)`` on the
+steps ``K, 2K, ..., N`` counted from 1 (:class:`.method.WinQ`, ``K = every``); noise: ``sigma N(0, I)`` on the
 latent weights and scales in every training forward, none at evaluation (:meth:`LowBitHandle.set_noise`), drawn
 from a generator seeded with the run's seed (``config.seed``, which also fixes the data order).
 
@@ -21,7 +21,7 @@ settings) and ``lowbit_scales.safetensors`` with the learned scales.
 weights ``Q(W)`` are exactly those at the end of training; ``python -m common.ptq checkpoint --recipe learned`` stores
 them as packed integer codes and the learned per-row scales.
 
-Every run also records the diagnostics of :mod:`common.winq_diagnostics` in ``run_dir``: ``mechanism.jsonl`` (codes
+Every run also records the diagnostics of :mod:`.diagnostics` in ``run_dir``: ``mechanism.jsonl`` (codes
 changed per period, the share of latent weights within a period's travel of a code boundary and the clipped share,
 before and after every interpolation; at the same boundaries ``K, 2K, ...`` in a run that does not interpolate when
 it is given ``diagnostics_every``, so it pairs with the interpolating runs) and ``stagnation.jsonl`` (the authors'
@@ -45,15 +45,15 @@ from common.quantization import prepare
 from common.quantizers.lowbit import LowBitHandle
 from common.recipes import LowBitRecipe
 from common.train import Hooks, TrainConfig, is_main_process
-from common.winq import WINQ_STRENGTH, WinQ
-from common.winq_diagnostics import STAGNATION_BATCHES, STAGNATION_SEED, WinQDiagnostics, fixed_batches
 
+from .diagnostics import STAGNATION_BATCHES, STAGNATION_SEED, WinQDiagnostics, fixed_batches
+from .method import WINQ_STRENGTH, WinQ
 from .settings import METHODS, Method
 
 
 class NoiseState(Hooks):
     """The hooks of a run without interpolation: the handle's noise generator in the checkpoint state (what
-    :class:`common.winq.WinQ` saves too), so a resumed noise run draws the noise an uninterrupted one would."""
+    :class:`.method.WinQ` saves too), so a resumed noise run draws the noise an uninterrupted one would."""
 
     def __init__(self, handle: LowBitHandle) -> None:
         self.handle = handle
@@ -66,9 +66,9 @@ class NoiseState(Hooks):
 
 
 class WinQAttachment(LowBitAttachment):
-    """The low-bit attachment of a WinQ method: its hooks are ``method_hooks`` (:class:`common.winq.WinQ`, or
+    """The low-bit attachment of a WinQ method: its hooks are ``method_hooks`` (:class:`.method.WinQ`, or
     :class:`NoiseState` for a method without interpolation) until :meth:`prepare` wraps them in
-    :class:`common.winq_diagnostics.WinQDiagnostics` (boundaries every ``period``, records in ``run_dir``; None: none
+    :class:`.diagnostics.WinQDiagnostics` (boundaries every ``period``, records in ``run_dir``; None: none
     written) with the stagnation statistic's fixed batches, drawn from the training split the run loaded
     (``stagnation_batches`` batches of ``config.micro_batch_size`` sequences of ``config.seq_len + 1`` tokens,
     sampled with ``stagnation_seed``); records the number of interpolations performed."""
@@ -132,8 +132,8 @@ def winq_run(init: str | os.PathLike[str], train_split: str | os.PathLike[str],
 
     ValueError naming the value: an unknown bit width or method, ``every``/``noise_sigma`` that do not fit the
     method (:func:`check_method`), a missing split; after the model is loaded and before anything is written, a bad
-    ``diagnostics_every`` (:class:`common.winq_diagnostics.WinQDiagnostics`), ``stagnation_batches`` or
-    ``stagnation_seed`` (:func:`common.winq_diagnostics.fixed_batches`); the recipe
+    ``diagnostics_every`` (:class:`.diagnostics.WinQDiagnostics`), ``stagnation_batches`` or
+    ``stagnation_seed`` (:func:`.diagnostics.fixed_batches`); the recipe
     (:class:`common.recipes.LowBitRecipe`) rejects a bad ``bits`` or ``activation_bits`` before anything is loaded,
     :func:`common.quantizers.attach_lowbit` a Hadamard rotation of layers whose ``in_features`` is not a power of two.
     """

@@ -18,7 +18,7 @@ Learning rates come per setting group, as in the paper (:func:`learning_rate_gro
 ``a8`` (8-bit activations, any W), ``high_bit`` (W >= 3, A16). The interpolation period ``K`` is a fraction of the
 run per group, as the paper's (``interpolation.fraction``: a quarter for 1-2 bits, 60k of 240k steps; a half for
 >= 3 bits, 40k of 80k): ``K = fraction x max_steps``, an integer >= 1 (checked), so a run interpolates
-``max_steps // K`` times, after optimizer steps ``K, 2K, ..., N`` (:func:`common.winq.winq_step`). The run length
+``max_steps // K`` times, after optimizer steps ``K, 2K, ..., N`` (:func:`.method.winq_step`). The run length
 ``max_steps`` is ``train.max_steps``, or the group's ``train_steps`` where one is set (:func:`run_steps`: the paper
 profile's 240k steps for 1-2 bits and W1A8, 80k for >= 3 bits).
 """

@@ -22,7 +22,7 @@ and seed (ParetoQ QAT, same step budget, learning-rate schedule, data order and 
   baseline (positive = better; the paper's "up to 8.8%");
 * the bits per weight the checkpoint stores, the interpolations performed and the seeds the run recorded (its data
   order and its noise generator);
-* **mechanism** (``mechanism.jsonl`` of :mod:`common.winq_diagnostics`, one record per boundary ``K, 2K, ...``, also
+* **mechanism** (``mechanism.jsonl`` of :mod:`.diagnostics`, one record per boundary ``K, 2K, ...``, also
   in the runs that do not interpolate; :func:`mechanism_summary`): per boundary the share of codes changed over the
   period, the shares of latent weights within the next period's travel of a code boundary and outside the clip
   range, before and after the interpolation, and their means over the periods (the near-boundary shares over the
@@ -77,7 +77,7 @@ METRICS: tuple[tuple[str, str, str, bool, str], ...] = (
 )
 ACCURACIES = ("cloze_acc", "choice_acc_norm")
 HESSIAN_FIELDS = ("near_zero_mass", "negative_mass", "positive_mass", "largest_abs_eigenvalue")
-# the per-boundary series of a mechanism record (common.winq_diagnostics.MECHANISM_FIELDS) the summary keeps
+# the per-boundary series of a mechanism record (.diagnostics.MECHANISM_FIELDS) the summary keeps
 MECHANISM_SERIES = ("codes_changed", "codes_changed_by_interpolation", "near_boundary_before", "near_boundary_after",
                     "clipped_before", "clipped_after")
 # the per-cell means of mechanism_summary (``mean``), averaged over seeds per run
@@ -120,7 +120,7 @@ def grad_norm_means(norms: Sequence[float]) -> dict[str, float]:
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The records of a JSONL file of :mod:`common.winq_diagnostics` (``mechanism.jsonl``, ``stagnation.jsonl``), in
+    """The records of a JSONL file of :mod:`.diagnostics` (``mechanism.jsonl``, ``stagnation.jsonl``), in
     file order (an empty file: none)."""
     return [record for _, record in read_jsonl(path)]
 

@@ -35,8 +35,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (  # bottom up; the rooms of one layer imp
     ("common.recipes", "common.report", "common.train"),  # recipes: data, validated against scaling's names
     ("common.quantizers",),  # the quantizers that apply each recipe type
     ("common.quantization", "common.analysis"),  # the front door, dispatching on the recipe type
-    ("common.qat", "common.winq"),  # QAT runs and low-bit checkpoints, through the front door
-    ("common.ptq", "common.winq_diagnostics"),  # quantized checkpoints (the learned ones read low-bit QAT runs)
+    ("common.qat",),  # QAT runs and low-bit checkpoints, through the front door
+    ("common.ptq",),  # quantized checkpoints (the learned ones read low-bit QAT runs)
     ("common.eval",),  # loads every checkpoint kind, so imports their writers
     ("papers.finer_is_better", "papers.maxwindow_hif8", "papers.microscaling_limits", "papers.winq"),
     ("workflow", "bench"),

@@ -21,15 +21,15 @@ from common.models import count_parameters, load_float_model, load_model
 from common.qat.lowbit_io import LOWBIT_RECORD_VERSION, load_lowbit_model
 from common.quantizers import lowbit_selection
 from common.train import evaluate_loss
-from common.winq import WinQ
-from common.winq_diagnostics import (
+from papers.winq.__main__ import main
+from papers.winq.diagnostics import (
     MECHANISM_FIELDS,
     MECHANISM_FILE,
     STAGNATION_FILE,
     STAGNATION_SEED,
     fixed_batches,
 )
-from papers.winq.__main__ import main
+from papers.winq.method import WinQ
 from papers.winq.run import NoiseState, winq_run
 
 METHODS = ("baseline", "winq", "interpolation", "noise")

@@ -1,4 +1,4 @@
-"""WinQ's diagnostics (common.winq_diagnostics): code boundaries of every bit width against the quantizer's levels,
+"""WinQ's diagnostics (papers.winq.diagnostics): code boundaries of every bit width against the quantizer's levels,
 distances, clipping, the travel of a period, the mechanism records of a planted run (codes changed, near-boundary
 and clipped shares before and after the interpolation, exact), the authors' relative gradient norm against a
 backward-pass oracle, the fixed batches, the records after a resume, and a run with the diagnostics bit for bit
@@ -17,8 +17,7 @@ from common.quantizers import attach_lowbit, hadamard_matrix, lowbit_selection
 from common.quantizers.lowbit import ALPHA_EPS, lowbit_spec, normalized_levels
 from common.recipes import LowBitRecipe
 from common.train import Hooks, SequenceSampler, TrainConfig, causal_lm_loss, learning_rate, train
-from common.winq import WinQ
-from common.winq_diagnostics import (
+from papers.winq.diagnostics import (
     MECHANISM_FIELDS,
     MECHANISM_FILE,
     STAGNATION_FIELDS,
@@ -34,6 +33,7 @@ from common.winq_diagnostics import (
     period_travel,
     relative_grad_norm,
 )
+from papers.winq.method import WinQ
 
 BITS = (1, 1.58, 2, 3, 4)
 

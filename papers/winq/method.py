@@ -26,7 +26,7 @@ the shared training loop::
 The hook's ``state_dict`` holds the interpolation count and the handle's noise generator, so a resumed run draws
 the noise an uninterrupted run would; the latent weights and scales are model parameters (the loop saves them).
 What the interpolation does to the codes, and the authors' stagnation statistic, are recorded by
-:class:`common.winq_diagnostics.WinQDiagnostics` around these hooks.
+:class:`.diagnostics.WinQDiagnostics` around these hooks.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What WinQ's interpolation does to the codes, and the authors' stagnation statistic, recorded during a QAT run.
 
-Mechanism, per interpolation period. WinQ's interpolation ``W <- (1 - a) W + a Q(W)`` (:mod:`common.winq`) keeps
+Mechanism, per interpolation period. WinQ's interpolation ``W <- (1 - a) W + a Q(W)`` (:mod:`.method`) keeps
 every code (the scales are untouched) and can only matter where a latent weight can reach a code boundary before
 the next interpolation. With the period ``K`` and the boundaries after optimizer steps ``K, 2K, ...`` counted from 1
-(:func:`common.winq.winq_step`; in runs that do not interpolate too, so a baseline is paired with an interpolating
+(:func:`.method.winq_step`; in runs that do not interpolate too, so a baseline is paired with an interpolating
 run step for step), :class:`WinQDiagnostics` records at every boundary:
 
 * ``codes_changed``: the share of integer codes (:func:`common.quantizers.lowbit_codes`) that differ between the
@@ -76,7 +76,8 @@ from common.quantizers.lowbit import (
     stretched_index,
 )
 from common.train import Hooks, SequenceSampler, TrainConfig, causal_lm_loss, learning_rate
-from common.winq import WinQ, winq_step
+
+from .method import WinQ, winq_step
 
 MECHANISM_FILE = "mechanism.jsonl"
 STAGNATION_FILE = "stagnation.jsonl"
@@ -227,7 +228,7 @@ def relative_grad_norm(model: nn.Module, batches: Iterable[torch.Tensor]) -> flo
 
 
 class WinQDiagnostics(Hooks):
-    """The training hooks of a WinQ-study run: ``method_hooks`` (:class:`common.winq.WinQ`, or the hooks of a run
+    """The training hooks of a WinQ-study run: ``method_hooks`` (:class:`.method.WinQ`, or the hooks of a run
     without interpolation) wrapped so that the mechanism is measured around every boundary of ``period`` and the
     stagnation statistic on ``batches`` at every evaluation (module docstring), written to ``run_dir``.
 

@@ -1,4 +1,4 @@
-"""WinQ (common.winq): interpolation toward the quantized weights after optimizer steps K, 2K, ... counted from 1
+"""WinQ (papers.winq.method): interpolation toward the quantized weights after optimizer steps K, 2K, ... counted from 1
 (0-based steps K - 1, 2K - 1, ..., the last step included), in the rotated basis with Hadamard, its state, bad
 arguments, and the shared training loop with noise (N // K interpolations, the last one in the saved weights)."""
 
@@ -15,7 +15,7 @@ from common.models import save_checkpoint
 from common.quantizers import attach_lowbit, hadamard_matrix, lowbit_selection
 from common.recipes import LowBitRecipe
 from common.train import TrainConfig, train
-from common.winq import WinQ, interpolate_toward, winq_step
+from papers.winq.method import WinQ, interpolate_toward, winq_step
 
 W = torch.tensor([[0.5, -1.0, 0.25, 2.0], [-4.0, 1.0, 3.0, 0.0]])
 Q2 = torch.tensor([[0.5, -1.5, 0.5, 1.5], [-3.0, 1.0, 3.0, 1.0]])  # 2-bit, alpha = 2, 4
