@@ -39,3 +39,20 @@ def smollm2_checkpoint(tmp_path_factory):
     from common.models import convert_smollm2
 
     return made_once(tmp_path_factory, "smollm2", lambda root: convert_smollm2(root / "smollm2")) / "smollm2"
+
+
+@pytest.fixture
+def model():
+    """A fresh tiny random Llama (``tests/ptq/ptq_testing.tiny_llama``), for the PTQ and quantizer tests."""
+    from ptq_testing import tiny_llama
+
+    return tiny_llama()
+
+
+@pytest.fixture
+def input_ids():
+    """A seeded ``(2, 12)`` batch of token ids of the tiny Llama's vocabulary."""
+    import torch
+    from ptq_testing import TINY
+
+    return torch.randint(0, TINY["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(1))
