@@ -31,8 +31,8 @@ from common.compute import Compute
 from common.data import read_jsonl, token_stream
 from common.models import load_checkpoint
 
-from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from .sliding_window import perplexity
 from .tasks import build_choice_task, build_cloze_task, read_task, write_task
 from .zeroshot import TASK_SCORERS
 

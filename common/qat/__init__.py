@@ -7,7 +7,7 @@ from common.lazy import lazy_exports
 from common.recipes import HISTORY_UNITS, INT8_PER_TOKEN, LOWBIT_BITS, ROLES
 
 # the recipe vocabulary above; the quantizers, their training and checkpoint files (torch) on first use
-lazy_exports(__name__, {
+__getattr__, __dir__, _LAZY = lazy_exports(__name__, {
     "lowbit": ("LOWBIT_CODES", "LowBitHandle", "attach_lowbit", "effective_weight", "hadamard_matrix", "init_alpha",
                "int8_per_token", "lowbit_codes", "lowbit_grads", "lowbit_quantize", "lowbit_selection"),
     "lowbit_io": ("load_lowbit_model",),
@@ -18,34 +18,4 @@ lazy_exports(__name__, {
     "warmup": ("BF16Warmup",),
 })
 
-__all__ = [
-    "HISTORY_UNITS",
-    "INT8_PER_TOKEN",
-    "LOWBIT_BITS",
-    "LOWBIT_CODES",
-    "ROLES",
-    "TELEMETRY_FIELDS",
-    "BF16Warmup",
-    "LowBitHandle",
-    "QATHandle",
-    "W8A8Handle",
-    "W8A8Layer",
-    "W8A8LinearFunction",
-    "attach_fake_quant",
-    "attach_lowbit",
-    "attach_w8a8",
-    "effective_weight",
-    "hadamard_matrix",
-    "init_alpha",
-    "int8_per_token",
-    "load_lowbit_model",
-    "lowbit_codes",
-    "lowbit_grads",
-    "lowbit_quantize",
-    "lowbit_selection",
-    "saturation_summary",
-    "scaled_qdq",
-    "ste_quantize",
-    "w8a8_linear",
-    "w8a8_selection",
-]
+__all__ = ["HISTORY_UNITS", "INT8_PER_TOKEN", "LOWBIT_BITS", "ROLES", *_LAZY]

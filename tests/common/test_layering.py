@@ -91,4 +91,4 @@ def test_the_steps_that_read_records_load_neither_torch_nor_transformers():
 
 def test_the_check_sees_torch():
     """Not vacuous: importing a quantizer does load torch."""
-    assert "torch" in loaded("common.formats.quantize", HEAVY)
+    assert "torch" in loaded("common.formats.rounding", HEAVY)
