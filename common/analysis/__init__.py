@@ -7,36 +7,11 @@ from .gaps import gap_inverts
 from .observer_study import amax_trace, observer_study, run_observer, saturation_metrics, spike_steps
 
 # the gap and observer studies above (numbers); the analyses of tensors and models (torch) on first use
-lazy_exports(__name__, {"advise": ("SCALE_OPTIONS", "ScaleOption", "advise", "advise_weights", "parse_block_sizes",
-                                   "write_advice"),
-                        "hessian": ("hessian_vector_product", "lanczos", "model_hessian_spectrum", "slq_density"),
-                        "mse": ("block_mse", "block_stats", "mse_sweep", "sigma_grid", "standard_normal"),
-                        "weights": ("fit_sigma", "linear_weights", "tensor_block_mse", "weight_study")})
+__getattr__, __dir__, _LAZY = lazy_exports(__name__, {
+    "advice": ("SCALE_OPTIONS", "ScaleOption", "advise", "advise_weights", "parse_block_sizes", "write_advice"),
+    "hessian": ("hessian_vector_product", "lanczos", "model_hessian_spectrum", "slq_density"),
+    "mse": ("block_mse", "block_stats", "mse_sweep", "sigma_grid", "standard_normal"),
+    "weights": ("fit_sigma", "linear_weights", "tensor_block_mse", "weight_study"),
+})
 
-__all__ = [
-    "SCALE_OPTIONS",
-    "ScaleOption",
-    "advise",
-    "advise_weights",
-    "amax_trace",
-    "block_mse",
-    "block_stats",
-    "fit_sigma",
-    "gap_inverts",
-    "hessian_vector_product",
-    "lanczos",
-    "linear_weights",
-    "model_hessian_spectrum",
-    "mse_sweep",
-    "observer_study",
-    "parse_block_sizes",
-    "run_observer",
-    "saturation_metrics",
-    "sigma_grid",
-    "slq_density",
-    "spike_steps",
-    "standard_normal",
-    "tensor_block_mse",
-    "weight_study",
-    "write_advice",
-]
+__all__ = ["amax_trace", "gap_inverts", "observer_study", "run_observer", "saturation_metrics", "spike_steps", *_LAZY]

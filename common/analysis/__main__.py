@@ -2,7 +2,7 @@
 
     python -m common.analysis advise --model DIR [--block-sizes 8,16,32] [--out advice.md|advice.json|advice.html]
 
-``advise`` (:mod:`common.analysis.advise`): for every linear weight of a Hugging Face causal LM folder, the measured
+``advise`` (:mod:`common.analysis.advice`): for every linear weight of a Hugging Face causal LM folder, the measured
 and predicted FP4 block-quantization error per scale format and block size, the block sizes that invert, and the
 recommended block size and scale. Markdown on stdout without ``--out``; with it, written atomically as Markdown,
 JSON (every number) or self-contained HTML by its extension. Bad input (a missing folder, a bad block-size list, an
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from common.cli import run_step, step_parser
 
-from .advise import DEFAULT_BLOCK_SIZES, advise, check_output, parse_block_sizes, render_markdown, write_advice
+from .advice import DEFAULT_BLOCK_SIZES, advise, check_output, parse_block_sizes, render_markdown, write_advice
 
 
 def advise_step(args: argparse.Namespace) -> None:

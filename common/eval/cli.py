@@ -33,8 +33,8 @@ from common.models import load_checkpoint
 from common.ptq import checkpoint as _quantized_kind  # noqa: F401  registers the kind "quantized" it loads
 from common.qat import lowbit_io as _lowbit_kind  # noqa: F401  registers the kind "lowbit_qat" it loads
 
-from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary, write_evaluation
+from .sliding_window import perplexity
 from .tasks import build_choice_task, build_cloze_task, read_task, write_task
 from .zeroshot import TASK_SCORERS
 

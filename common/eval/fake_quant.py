@@ -34,8 +34,8 @@ from common.quantization import quantize_
 from common.recipes import QuantRecipe
 from common.select import select_linears
 
-from .perplexity import perplexity
 from .record import describe_model, evaluation_record, file_summary
+from .sliding_window import perplexity
 from .tasks import read_task
 from .zeroshot import TASK_SCORERS
 

@@ -1,4 +1,4 @@
-"""Bit codes of formats of 8 bits or fewer: ``encode`` (quantize, then look the value up) and ``decode``.
+"""Bit codes of formats of 8 bits or fewer: ``encode`` (round to the format, then look the value up) and ``decode``.
 
 Codes are returned as ``torch.uint8`` holding the format's ``bits`` low bits (UE4M3 codes are 0..127, E2M1 codes
 0..15). Where a value has two codes, ``encode`` picks one canonically: -0.0 encodes to the negative-zero code
@@ -17,8 +17,8 @@ from functools import cache
 import numpy as np
 import torch
 
-from .quantize import quantize
 from .registry import get_format
+from .rounding import round_to_format
 from .spec import Format
 
 
@@ -44,9 +44,10 @@ def encode(
     overflow: str = "saturate",
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """uint8 codes of ``quantize(x, fmt, ...)`` (same keyword arguments and policies as :func:`quantize`)."""
+    """uint8 codes of ``round_to_format(x, fmt, ...)`` (same keyword arguments and policies as
+    :func:`~common.formats.rounding.round_to_format`)."""
     fmt = _codebook(fmt)
-    q = quantize(x, fmt, rounding=rounding, overflow=overflow, generator=generator).float()
+    q = round_to_format(x, fmt, rounding=rounding, overflow=overflow, generator=generator).float()
     _, sorted_values, sorted_codes = _device_tables(fmt.name, q.device)
     specials = _tables(fmt.name)[3]
     index = torch.searchsorted(sorted_values, q.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)).clamp_(

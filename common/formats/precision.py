@@ -1,6 +1,6 @@
 """Precision of a format by magnitude: how many explicit mantissa (fraction) bits it keeps at a value.
 
-``mantissa_bits(v, fmt)`` is derived from the format's own fields, the same binade rule :func:`quantize` rounds
+``mantissa_bits(v, fmt)`` is derived from the format's own fields, the same binade rule :func:`round_to_format` rounds
 with (``q = R(|x| 2^(mb - e)) 2^(e - mb)``, ``e = floor(log2 |x|)``): the grid step at ``v`` is
 ``2^(e - mantissa_bits(v))`` for every positive ``v`` below the largest finite value.
 """
@@ -11,8 +11,8 @@ from functools import cache
 
 import torch
 
-from .quantize import as_float32
 from .registry import get_format
+from .rounding import as_float32
 from .spec import Family, Format
 
 

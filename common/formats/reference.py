@@ -1,8 +1,8 @@
 """A slow, readable reference quantizer: nearest point of the listed value grid, in float64.
 
-It shares nothing with the fast kernel in :mod:`.quantize` except the format's value list, so the test suite
+It shares nothing with the fast kernel in :mod:`.rounding` except the format's value list, so the test suite
 uses it as an oracle (and a reviewer can too). Rounding ``"rne"``/``"away"`` and overflow policies are those of
-:func:`common.formats.quantize`; the tie rule is written out literally: between neighbours ``lo < hi`` a tie goes
+:func:`common.formats.round_to_format`; the tie rule is written out literally: between neighbours ``lo < hi`` a tie goes
 to the one that is an even multiple of ``hi - lo`` (``"rne"``) or to ``hi`` (``"away"``, on magnitudes).
 Values beyond ``max`` are rounded against the continuation point ``max + ulp_at_max`` and overflow if they land
 there. The full two's-complement integers (int3_tc, int4_tc) round negative inputs on the mirrored negative grid,

@@ -9,12 +9,14 @@ door, :func:`common.quantization.quantize_`.
 >>> save_quantized_checkpoint(model, tokenizer, recipe, names, "out/nvfp4")    # doctest: +SKIP
 >>> qmodel, handle = load_quantized_checkpoint("out/nvfp4")                    # doctest: +SKIP
 >>> qmodel = common.models.load_causal_lm("out/nvfp4")                         # doctest: +SKIP
+>>> import common.ptq.hf                                                        # doctest: +SKIP
 >>> qmodel = transformers.AutoModelForCausalLM.from_pretrained("out/nvfp4")     # doctest: +SKIP
 
-Importing this package registers the quantization method ``"lowbit-lab"`` with transformers
-(:mod:`common.ptq.hf`), so ``from_pretrained`` loads a quantized checkpoint as :func:`load_quantized_checkpoint`
-does, and :mod:`common.ptq.checkpoint` registers the checkpoint kind ``"quantized"`` with
-:func:`common.models.load_checkpoint` (which imports it when it loads a folder).
+:mod:`common.ptq.checkpoint` registers the checkpoint kind ``"quantized"`` with :func:`common.models.load_checkpoint`
+(which imports it when it loads a folder). This package registers nothing with transformers: ``import
+common.ptq.hf`` registers the quantization method ``"lowbit-lab"``, after which ``from_pretrained`` loads a quantized
+checkpoint as :func:`load_quantized_checkpoint` does; without that import ``from_pretrained`` fails loudly on the
+folder (:mod:`common.ptq.hf`).
 
 Command line: ``python -m common.ptq checkpoint --model DIR --recipe NVFP4 --out DIR`` (:mod:`common.ptq.cli`).
 """
@@ -30,9 +32,6 @@ from .checkpoint import (
     save_quantized_checkpoint,
     size_report,
 )
-from .register import register_when_imported
-
-register_when_imported()
 
 __all__ = [
     "DEFAULT_INCLUDE",

@@ -40,7 +40,7 @@ with caller-supplied scales, to the module's weight itself).
 Loading with transformers (version 3): ``config.json`` carries the record as its ``quantization_config`` with
 ``quant_method = "lowbit-lab"`` (:data:`QUANT_METHOD`), and each selected module's ``<name>.weight`` is an empty
 uint8 guard, the quantized data living under the suffixes above (``<name>.qweight``, float, when the recipe keeps
-the weights and only quantizes the inputs). After ``import common.ptq``, ``AutoModelForCausalLM.from_pretrained``
+the weights and only quantizes the inputs). After ``import common.ptq.hf``, ``AutoModelForCausalLM.from_pretrained``
 loads the model :func:`load_quantized_checkpoint` builds (:mod:`common.ptq.hf`); without it, plain loading fails
 on the guards' size mismatch instead of initialising the quantized weights at random.
 

@@ -11,7 +11,7 @@ Which recipes go where:
   ``MXFP4A16`` weight scheme (``group``, group 32, uint8 biased-exponent scales);
 * everything else (HiF8, UE5M3 or FP32 scales, per-row global scales, other block sizes, ParetoQ codes) has no
   compressed-tensors format and stays in our own (:func:`common.ptq.load_quantized_checkpoint`, or
-  ``from_pretrained`` after ``import common.ptq``). So does activation quantization: compressed-tensors' NVFP4 input
+  ``from_pretrained`` after ``import common.ptq.hf``). So does activation quantization: compressed-tensors' NVFP4 input
   scheme needs a calibrated static input global scale and its MX input rule is not ours, so a recipe that
   quantizes activations is exported only with ``weights_only=True`` (``--weights-only``), the inputs then left
   in full precision, as the output's scheme says.

@@ -1,10 +1,13 @@
 """``transformers.AutoModelForCausalLM.from_pretrained`` for the quantized checkpoints of :mod:`common.ptq.checkpoint`.
 
-Importing :mod:`common.ptq` registers the quantization method ``"lowbit-lab"`` with transformers (a
-:class:`LowbitLabConfig` and its :class:`LowbitLabHfQuantizer`). A checkpoint's ``config.json`` names that method
-in its ``quantization_config`` (the record of ``quantization_config.json``), so after the import
+Importing this module registers the quantization method ``"lowbit-lab"`` with transformers (a
+:class:`LowbitLabConfig` and its :class:`LowbitLabHfQuantizer`, through transformers' ``register_quantization_config``
+and ``register_quantizer``). Nothing else registers it: :mod:`common.ptq` does not import this module, which imports
+transformers' quantizer registry, ``transformers.quantizers.auto`` (every quantizer transformers ships, about 4 s).
+A checkpoint's ``config.json`` names that method in its ``quantization_config`` (the record of
+``quantization_config.json``), so after the import
 
->>> import common.ptq                                                           # doctest: +SKIP
+>>> import common.ptq.hf                                                        # doctest: +SKIP
 >>> model = transformers.AutoModelForCausalLM.from_pretrained("out/nvfp4")       # doctest: +SKIP
 
 is the model :func:`common.ptq.load_quantized_checkpoint` builds: the same float32 weights bit for bit and the same
@@ -28,12 +31,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers.quantizers.auto import (  # imported only once transformers imports it (common.ptq.register)
-    AUTO_QUANTIZATION_CONFIG_MAPPING,
-    AUTO_QUANTIZER_MAPPING,
-    register_quantization_config,
-    register_quantizer,
-)
+from transformers.quantizers.auto import register_quantization_config, register_quantizer
 from transformers.quantizers.base import HfQuantizer
 from transformers.utils.quantization_config import QuantizationConfigMixin
 
@@ -49,6 +47,7 @@ from .checkpoint import (
 )
 
 
+@register_quantization_config(QUANT_METHOD)
 class LowbitLabConfig(QuantizationConfigMixin):
     """The ``quantization_config`` of a lowbit-lab checkpoint's ``config.json``: the checkpoint record of
     :mod:`common.ptq.checkpoint` plus ``quant_method = "lowbit-lab"``. ValueError for a record this reader cannot
@@ -82,6 +81,7 @@ class StoredLinear(nn.Module):
         raise RuntimeError("a StoredLinear is only a loading placeholder; it is replaced once the weights load")
 
 
+@register_quantizer(QUANT_METHOD)
 class LowbitLabHfQuantizer(HfQuantizer):
     """Loads pre-quantized lowbit-lab checkpoints (see the module docstring). Quantizing while loading is not
     offered: quantize with :func:`common.ptq.save_quantized_checkpoint` or ``python -m common.ptq checkpoint``."""
@@ -138,12 +138,3 @@ class LowbitLabHfQuantizer(HfQuantizer):
 def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
     parent_name, _, child = name.rpartition(".")
     return (model.get_submodule(parent_name) if parent_name else model), child
-
-
-def register() -> None:
-    """Register ``"lowbit-lab"`` with transformers' quantizer registry (once; :mod:`common.ptq` arranges it for when
-    transformers loads its quantizer registry, :func:`common.ptq.register_when_imported`)."""
-    if QUANT_METHOD not in AUTO_QUANTIZATION_CONFIG_MAPPING:
-        register_quantization_config(QUANT_METHOD)(LowbitLabConfig)
-    if QUANT_METHOD not in AUTO_QUANTIZER_MAPPING:
-        register_quantizer(QUANT_METHOD)(LowbitLabHfQuantizer)

@@ -6,12 +6,9 @@ and the checkpoint folders of low-bit QAT runs (:func:`load_lowbit_model`, :mod:
 from common.lazy import lazy_exports
 
 # torch and the training loop on first use
-lazy_exports(__name__, {
+__getattr__, __dir__, _LAZY = lazy_exports(__name__, {
     "lowbit_io": ("load_lowbit_model",),
     "warmup": ("BF16Warmup",),
 })
 
-__all__ = [
-    "BF16Warmup",
-    "load_lowbit_model",
-]
+__all__ = [*_LAZY]

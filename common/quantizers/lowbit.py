@@ -87,7 +87,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from common.formats.quantize import divide
+from common.formats.rounding import divide
 from common.recipes import INT8_PER_TOKEN, LOWBIT_BITS, LowBitRecipe, QuantRecipe, QuantSpec, check_recipe
 from common.scaling import BlockScales
 from common.select import linear_modules, select_linears

@@ -1,13 +1,13 @@
-"""Per-tensor scaled quantize-dequantize ``Q(t) = quantize(t s, fmt) / s``, fast, bit-exact with common.formats.
+"""Per-tensor scaled quantize-dequantize ``Q(t) = round_to_format(t s, fmt) / s``, fast, bit-exact with common.formats.
 
-``scaled_qdq(t, s, fmt)`` equals ``quantize(t.float() * s, fmt) / s`` (cast back to ``t``'s dtype) bit for bit,
+``scaled_qdq(t, s, fmt)`` equals ``round_to_format(t.float() * s, fmt) / s`` (cast back to ``t``'s dtype) bit for bit,
 saturating overflow and the format's default rounding. Two paths, chosen by :func:`lookup_bits`:
 
 * lookup table, for ties-away formats with few mantissa bits (HiF8's TA rounding, at most 3 mantissa bits): the
   result of rounding ``y = t s`` depends only on the sign, the exponent and the top ``m + 1`` mantissa bits of
   ``y``'s float32 pattern (``m`` the most mantissa bits of any binade: the kept bits plus the round bit; ties away
   from zero need no sticky bits; below the lowest binade and in saturation only the exponent matters). So
-  ``Q(t) = T_s[bits(y) >> (23 - m - 1)]`` with ``T_s = quantize(representatives, fmt) / s`` a table of
+  ``Q(t) = T_s[bits(y) >> (23 - m - 1)]`` with ``T_s = round_to_format(representatives, fmt) / s`` a table of
   ``2^(9 + m + 1)`` values (8192 for HiF8), the representative of a key being its pattern with zero low bits.
   Per element: one multiply, one shift, one mask, one gather, in chunks that stay in cache. NaN: ``t s`` of a NaN
   is a quiet NaN (IEEE 754: the top mantissa bit set), whose representative is a NaN, so NaN gives NaN.
@@ -15,11 +15,11 @@ saturating overflow and the format's default rounding. Two paths, chosen by :fun
 
 ``s`` should be a float32 value (:func:`float32`): the product and the division are then float32 operations
 whichever way the backend converts the Python scalar (the division by a 0-dim tensor on the device:
-:func:`common.formats.quantize.divide`).
+:func:`common.formats.rounding.divide`).
 
 Devices: the work runs on ``t``'s device (the lookup table is cached per device, :func:`lookup_table`) with no
 host synchronisation; the chunks are cache-sized on CPUs, whole passes elsewhere
-(:func:`common.formats.quantize.chunk_elements`). The scale is a Python float by design: the delayed-scaling
+(:func:`common.formats.rounding.chunk_elements`). The scale is a Python float by design: the delayed-scaling
 observers that choose it keep their amax histories on the host (:mod:`common.quantizers.w8a8`).
 """
 
@@ -28,7 +28,14 @@ from __future__ import annotations
 import torch
 
 from common.formats import Format, get_format
-from common.formats.quantize import as_float32, check_rounding, chunk_elements, divide, quantize, quantize_float32
+from common.formats.rounding import (
+    as_float32,
+    check_rounding,
+    chunk_elements,
+    divide,
+    quantize_float32,
+    round_to_format,
+)
 from common.formats.spec import Family
 
 CHUNK = 1 << 15  # elements per CPU pass (128 KiB of float32 plus 128 KiB of keys: inside L2)
@@ -57,7 +64,7 @@ def lookup_bits(fmt: str | Format) -> int | None:
 
 
 def lookup_table(fmt: str | Format, device: torch.device | str = "cpu") -> torch.Tensor:
-    """``quantize`` of every key's representative, float32 on ``device`` (cached); see the module docstring."""
+    """``round_to_format`` of every key's representative, float32 on ``device`` (cached); see the module docstring."""
     fmt = get_format(fmt)
     bits = lookup_bits(fmt)
     if bits is None:
@@ -66,12 +73,13 @@ def lookup_table(fmt: str | Format, device: torch.device | str = "cpu") -> torch
     if key not in _TABLES:
         codes = torch.arange(1 << bits, dtype=torch.int64)
         representatives = (codes << (32 - bits)).to(torch.int32).view(torch.float32)  # int64 -> int32 wraps the sign
-        _TABLES[key] = quantize(representatives, fmt).to(device)
+        _TABLES[key] = round_to_format(representatives, fmt).to(device)
     return _TABLES[key]
 
 
 def scaled_qdq(t: torch.Tensor, scale: float, fmt: str | Format = "hif8") -> torch.Tensor:
-    """``quantize(t.float() * scale, fmt) / scale`` in ``t``'s dtype and shape (module docstring), a new tensor."""
+    """``round_to_format(t.float() * scale, fmt) / scale`` in ``t``'s dtype and shape (module docstring), a new
+    tensor."""
     fmt = get_format(fmt)
     x = as_float32(t).contiguous()
     flat = x.view(-1)

@@ -25,29 +25,22 @@ from .conventions import (
 )
 
 # the conventions and the vocabulary of a spec above; the quantizers (torch) on first use
-lazy_exports(__name__, {"blocks": ("BlockScales", "quantize_blocks"),
-                        "rules": ("RULES", "Arithmetic", "ScaleRule", "block_error", "dequantize_blocks", "get_rule",
-                                  "round_scale")})
+__getattr__, __dir__, _LAZY = lazy_exports(__name__, {
+    "blocks": ("BlockScales", "quantize_blocks"),
+    "rules": ("RULES", "Arithmetic", "ScaleRule", "block_error", "dequantize_blocks", "get_rule", "round_scale"),
+})
 
 __all__ = [
     "COMPUTE_DTYPES",
     "CONVENTIONS",
     "E8M0_CANDIDATES",
     "GLOBAL_SCALES",
-    "RULES",
     "RULE_OPTIONS",
     "TIES",
-    "Arithmetic",
-    "BlockScales",
     "NumericsConvention",
-    "ScaleRule",
-    "block_error",
     "block_options",
     "check_block_geometry",
-    "dequantize_blocks",
     "get_convention",
-    "get_rule",
-    "quantize_blocks",
-    "round_scale",
     "spec_options",
+    *_LAZY,
 ]

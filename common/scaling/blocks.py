@@ -31,7 +31,7 @@ Non-finite input: a NaN poisons only its own block (its scale and every value of
 global scale too, because ``g`` ignores it). An Inf saturates: its block scale is the largest scale value.
 
 Devices: everything runs on ``x``'s device and the output, scales and element values are returned there, equal
-bit for bit to the CPU's (the convention of :mod:`common.formats.quantize`; the exception, 4/6's float32 mean
+bit for bit to the CPU's (the convention of :mod:`common.formats.rounding`; the exception, 4/6's float32 mean
 under ``compute_dtype="bfloat16"``, is in :class:`~common.scaling.rules.Arithmetic`). Every rule but
 ``brute_force`` runs without a host synchronisation; brute force needs one per call for its data-dependent pruned
 search (:func:`common.scaling.rules.brute_force`).
@@ -43,8 +43,8 @@ from typing import NamedTuple
 
 import torch
 
-from common.formats.quantize import as_float32, chunk_elements, divide
 from common.formats.registry import get_format
+from common.formats.rounding import as_float32, chunk_elements, divide
 from common.formats.spec import Format
 
 from .conventions import check_block_geometry

@@ -15,7 +15,7 @@ project's; :mod:`common.scaling.conventions` names the sets, with the *Finer is 
 ``clee1994/finer_is_better`` ``torch_eval.py`` at commit 0080284 as the other):
 
 * ``ties="even"`` (default): elements and scales round to nearest, ties to even (``Q_S`` above). ``ties="down"``:
-  ties toward zero (rounding ``"half_down"`` of :mod:`common.formats.quantize`) for the elements and for every
+  ties toward zero (rounding ``"half_down"`` of :mod:`common.formats.rounding`) for the elements and for every
   scale format but those in :data:`CAST_ROUNDED_SCALES` (UE4M3/E4M3, BF16), which stay nearest-even. That is the
   authors' split: they round E2M1 elements (lines 282-287) and the UE5M3/E8M0 scale grids (lines 130-143) by
   ``torch.bucketize`` on the grid's midpoints (a tie lands in the lower bucket: the smaller magnitude), but E4M3
@@ -31,8 +31,8 @@ free of host synchronisations off the CPU: where the CPU path updates only the f
 ``nonzero``, cheap where the host is the device), other devices update every row with ``torch.where``, which gives
 the same values (:func:`sparse_updates`). Brute force syncs once per call: the width of its candidate window and
 the surviving (block, candidate) pairs are data-dependent sizes. Scales equal the CPU's bit for bit: divisions by
-constants go through :func:`common.formats.quantize.divide` and the E8M0 powers of two through
-:func:`common.formats.quantize.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's). The one
+constants go through :func:`common.formats.rounding.divide` and the E8M0 powers of two through
+:func:`common.formats.rounding.exact_exp2` (CUDA's scalar division and ``exp2`` are not the CPU's). The one
 exception is four_over_six's decision under ``compute_dtype="bfloat16"``, a float32 ``torch.mean`` as the authors
 take it (:class:`Arithmetic`, step 6).
 """
@@ -47,7 +47,7 @@ from functools import cache
 
 import torch
 
-from common.formats.quantize import chunk_elements, divide, exact_exp2, quantize_float32
+from common.formats.rounding import chunk_elements, divide, exact_exp2, quantize_float32
 from common.formats.spec import Format
 from common.registry import lookup
 

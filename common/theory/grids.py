@@ -7,7 +7,7 @@ magnitude ``y`` in cell ``j`` -- ``[mid_{j-1}, mid_j)`` with ``mid_{-1} = 0`` an
 
 Block scale ``s(M) = Q_S(M / top)`` for the abs-max rule: ``Q_S`` rounds to nearest on the scale format's
 non-negative grid ``v_0 < ... < v_L``, ties to the neighbour that is an even multiple of the gap (as
-:func:`common.formats.quantize` with ``rounding="rne"``), saturating at ``v_L``; a raw scale below ``v_0`` (a
+:func:`common.formats.round_to_format` with ``rounding="rne"``), saturating at ``v_L``; a raw scale below ``v_0`` (a
 format without zero, E8M0) becomes ``v_0``. So ``s`` is a step function of ``M`` with steps at
 ``top * (v_k + v_{k+1}) / 2``. ``prevent_zero`` replaces the scale 0 by the smallest positive value.
 """
@@ -108,7 +108,7 @@ def scale_steps(scale: str, elem: str, rule: str = "absmax") -> ScaleSteps:
 
 def quantize_scale(raw: np.ndarray | float, scale: str | Format) -> np.ndarray:
     """``Q_S(raw)`` for ``raw >= 0`` in float64: nearest value of the scale grid, ties to the neighbour that is an
-    even multiple of the gap, saturating (the rounding :func:`common.formats.quantize` does with ``"rne"``)."""
+    even multiple of the gap, saturating (the rounding :func:`common.formats.round_to_format` does with ``"rne"``)."""
     v = _grid(get_format(scale), "scale")
     r = np.clip(np.asarray(raw, np.float64), v[0], v[-1])
     i = np.clip(np.searchsorted(v, r, side="right") - 1, 0, v.size - 1)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.formats import FORMATS, decode, encode, get_format, quantize
+from common.formats import FORMATS, decode, encode, get_format, round_to_format
 
 CODEBOOK = [name for name, fmt in FORMATS.items() if fmt.is_codebook]
 
@@ -98,4 +98,4 @@ def test_code_dtype_and_shape():
     codes = encode(x, "e4m3")
     assert codes.dtype == torch.uint8
     assert codes.shape == x.shape
-    assert np.array_equal(decode(codes, "e4m3").numpy(), quantize(x, "e4m3").numpy())
+    assert np.array_equal(decode(codes, "e4m3").numpy(), round_to_format(x, "e4m3").numpy())

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import torch
 
-from common.formats import decode, encode, get_format, quantize
+from common.formats import decode, encode, get_format, round_to_format
 from common.formats.reference import quantize_reference
 
 HIF8 = get_format("hif8")
@@ -83,23 +83,23 @@ def test_random_inputs_match_the_reference_formula():
     grid = torch.tensor(HIF8.finite_values)
     mids = ((grid[1:] + grid[:-1]) / 2).float()  # every tie
     x = torch.cat([x, mids, torch.tensor([1.25 * 2**15, -1.25 * 2**15, 2.0**-23, 1.5 * 2.0**-23])])
-    ours = quantize(x, HIF8, overflow="inf_nan").double().numpy()
+    ours = round_to_format(x, HIF8, overflow="inf_nan").double().numpy()
     np.testing.assert_array_equal(ours, fact_sheet_ta(x.numpy()))
     np.testing.assert_array_equal(ours, quantize_reference(x.numpy(), HIF8, rounding="away", overflow="inf_nan"))
 
 
 def test_default_rounding_is_ties_away_and_rne_is_available():
     tie = torch.tensor([8.5, 9.5, 2.0**-16 * 1.5])  # between 8 and 9 (3 mantissa bits: step 1), 9 and 10, denormals
-    assert quantize(tie, HIF8).tolist() == [9.0, 10.0, 2.0**-15]
-    assert quantize(tie, HIF8, rounding="rne").tolist() == [8.0, 10.0, 2.0**-15]
+    assert round_to_format(tie, HIF8).tolist() == [9.0, 10.0, 2.0**-15]
+    assert round_to_format(tie, HIF8, rounding="rne").tolist() == [8.0, 10.0, 2.0**-15]
 
 
 def test_overflow_policy():
     x = torch.tensor([1.2 * 2**15, 1.25 * 2**15, 1e9, -1e9])
-    assert quantize(x, HIF8).tolist() == [2.0**15, 2.0**15, 2.0**15, -(2.0**15)]
-    assert quantize(x, HIF8, overflow="inf_nan").tolist() == [2.0**15, math.inf, math.inf, -math.inf]
+    assert round_to_format(x, HIF8).tolist() == [2.0**15, 2.0**15, 2.0**15, -(2.0**15)]
+    assert round_to_format(x, HIF8, overflow="inf_nan").tolist() == [2.0**15, math.inf, math.inf, -math.inf]
     # rne: the tie at 1.25 * 2^15 goes to the even neighbour 2^15; only beyond it is Inf
-    assert quantize(x[:2], HIF8, rounding="rne", overflow="inf_nan").tolist() == [2.0**15, 2.0**15]
+    assert round_to_format(x[:2], HIF8, rounding="rne", overflow="inf_nan").tolist() == [2.0**15, 2.0**15]
 
 
 def test_no_negative_zero_code():

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) of quantize over every format and both nearest roundings."""
+"""Property tests (hypothesis) of round_to_format over every format and both nearest roundings."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.formats import FORMATS, Family, get_format, quantize
+from common.formats import FORMATS, Family, get_format, round_to_format
 
 NAMES = sorted(FORMATS)
 ROUNDINGS = ["rne", "away"]
@@ -28,8 +28,8 @@ def tensor(values):
 def test_idempotent(name, rounding, data):
     fmt = get_format(name)
     x = tensor(data.draw(finite_floats(fmt)))
-    once = quantize(x, fmt, rounding=rounding)
-    assert torch.equal(quantize(once, fmt, rounding=rounding), once)
+    once = round_to_format(x, fmt, rounding=rounding)
+    assert torch.equal(round_to_format(once, fmt, rounding=rounding), once)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -38,7 +38,7 @@ def test_idempotent(name, rounding, data):
 def test_monotone(name, rounding, data):
     fmt = get_format(name)
     x = tensor(sorted(data.draw(finite_floats(fmt))))
-    q = quantize(x, fmt, rounding=rounding)
+    q = round_to_format(x, fmt, rounding=rounding)
     assert (q[1:] >= q[:-1]).all()
 
 
@@ -54,7 +54,7 @@ def test_sign_symmetric(name, rounding, data):
     x = tensor(data.draw(finite_floats(fmt)))
     if fmt.family in (Family.BINARY, Family.MIDRISE):  # zero maps to +1 whatever its sign
         x = x[x != 0]
-    assert torch.equal(quantize(-x, fmt, rounding=rounding), -quantize(x, fmt, rounding=rounding))
+    assert torch.equal(round_to_format(-x, fmt, rounding=rounding), -round_to_format(x, fmt, rounding=rounding))
 
 
 @pytest.mark.parametrize("name", ["int3_tc", "int4_tc"])
@@ -66,9 +66,10 @@ def test_twos_complement_is_sign_symmetric_inside_the_symmetric_range(name, roun
     fmt = get_format(name)
     x = tensor(data.draw(finite_floats(fmt)))
     inside = x.abs() <= fmt.max
-    assert torch.equal(quantize(-x[inside], fmt, rounding=rounding), -quantize(x[inside], fmt, rounding=rounding))
+    assert torch.equal(round_to_format(-x[inside], fmt, rounding=rounding),
+                       -round_to_format(x[inside], fmt, rounding=rounding))
     below = x[x < -fmt.max - 0.5]
-    assert (quantize(below, fmt, rounding=rounding) == fmt.lowest).all()
+    assert (round_to_format(below, fmt, rounding=rounding) == fmt.lowest).all()
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if FORMATS[n].is_codebook])
@@ -83,7 +84,7 @@ def test_error_at_most_half_a_step_inside_the_range(name, rounding, data):
     grid = torch.tensor(fmt.finite_values)
     hi_index = torch.searchsorted(grid, x, right=True).clamp(1, grid.numel() - 1)
     step = grid[hi_index] - grid[hi_index - 1]
-    error = (quantize(x.float(), fmt, rounding=rounding).double() - x).abs()
+    error = (round_to_format(x.float(), fmt, rounding=rounding).double() - x).abs()
     inside = x.abs() >= fmt.min_subnormal if not fmt.has_zero else torch.ones_like(x, dtype=torch.bool)
     assert (error[inside] <= step[inside] / 2).all()
 
@@ -93,6 +94,6 @@ def test_error_at_most_half_a_step_inside_the_range(name, rounding, data):
 def test_wide_formats_error_at_most_half_ulp(name, data):
     fmt = get_format(name)
     x = tensor(data.draw(finite_floats(fmt, scale=0.5))).double()
-    q = quantize(x.float(), fmt).double()
+    q = round_to_format(x.float(), fmt).double()
     ulp = torch.exp2(torch.floor(torch.log2(x.abs().clamp(min=fmt.min_normal))) - fmt.mantissa_bits)
     assert ((q - x).abs() <= ulp / 2).all()

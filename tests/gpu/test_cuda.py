@@ -15,7 +15,7 @@ import torch
 from ptq_testing import TINY, tiny_llama
 from scaling_testing import edge_blocks
 
-from common.formats import FORMATS, OVERFLOWS, get_format, quantize
+from common.formats import FORMATS, OVERFLOWS, get_format, round_to_format
 from common.quantization import prepare, quantize_
 from common.quantizers import quantize_tensor, scaled_qdq
 from common.quantizers.scaled import float32
@@ -76,10 +76,10 @@ FORMAT_CASES = [(name, rounding, overflow) for name in FORMATS for rounding in (
 # -------------------------------------------------------------------------------------------------------- kernels
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("fmt", "rounding", "overflow"), FORMAT_CASES)
-def test_quantize_on_cuda_equals_cpu(fmt, rounding, overflow, dtype):
+def test_round_to_format_on_cuda_equals_cpu(fmt, rounding, overflow, dtype):
     x = edge_values(fmt, dtype)
-    expected = quantize(x, fmt, rounding=rounding, overflow=overflow)
-    out = quantize(x.to(CUDA), fmt, rounding=rounding, overflow=overflow)
+    expected = round_to_format(x, fmt, rounding=rounding, overflow=overflow)
+    out = round_to_format(x.to(CUDA), fmt, rounding=rounding, overflow=overflow)
     assert out.device.type == "cuda"
     assert_same_bits(out, expected)
 
@@ -93,8 +93,8 @@ def test_stochastic_rounding_on_cuda_is_seeded_and_picks_a_neighbour(fmt):
     x = x[x.isfinite() & (x.abs() < grid[-1])]
     low = grid[torch.searchsorted(grid, x, side="right") - 1]
     high = grid[torch.searchsorted(grid, x, side="left")]
-    first = quantize(x.to(CUDA), fmt, rounding="stochastic", generator=torch.Generator(CUDA).manual_seed(3))
-    second = quantize(x.to(CUDA), fmt, rounding="stochastic", generator=torch.Generator(CUDA).manual_seed(3))
+    first = round_to_format(x.to(CUDA), fmt, rounding="stochastic", generator=torch.Generator(CUDA).manual_seed(3))
+    second = round_to_format(x.to(CUDA), fmt, rounding="stochastic", generator=torch.Generator(CUDA).manual_seed(3))
     assert first.device.type == "cuda"
     assert_same_bits(first, second)
     first = first.cpu()
@@ -183,8 +183,9 @@ def test_quantize_blocks_never_syncs_with_the_host(rule, prevent_zero, global_sc
 
 def test_named_specs_hif8_and_scaled_qdq_never_sync_with_the_host():
     x = edge_blocks(torch.float32).to(CUDA)
-    calls = [*(spec.quantize for spec in SPECS.values()), lambda t: quantize(t, "hif8"),
-             lambda t: quantize(t, "hif8", overflow="inf_nan"), lambda t: quantize_blocks(t, "hif8", "fp32", None),
+    calls = [*(spec.quantize for spec in SPECS.values()), lambda t: round_to_format(t, "hif8"),
+             lambda t: round_to_format(t, "hif8", overflow="inf_nan"),
+             lambda t: quantize_blocks(t, "hif8", "fp32", None),
              lambda t: scaled_qdq(t, 0.5, "hif8"), lambda t: scaled_qdq(t, 0.5, "e4m3")]
     for call in calls:
         call(x)

@@ -1,16 +1,16 @@
-"""Scaled quantize-dequantize: the lookup path equals common.formats.quantize bit for bit."""
+"""Scaled quantize-dequantize: the lookup path equals common.formats.round_to_format bit for bit."""
 
 import math
 
 import pytest
 import torch
 
-from common.formats import quantize
+from common.formats import round_to_format
 from common.quantizers.scaled import CHUNK, float32, lookup_bits, lookup_table, scaled_qdq
 
 
 def reference(t, scale, fmt):
-    return (quantize(t.float() * scale, fmt) / scale).to(t.dtype)
+    return (round_to_format(t.float() * scale, fmt) / scale).to(t.dtype)
 
 
 def assert_same_bits(a, b):
@@ -35,7 +35,7 @@ def test_every_key_with_extreme_low_bits():
     low = torch.tensor([0, 1, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, (1 << 19) - 1], dtype=torch.int64)
     bits = (keys[:, None] + low[None, :]).reshape(-1).to(torch.int32)
     x = bits.view(torch.float32)
-    assert_same_bits(scaled_qdq(x, 1.0), quantize(x, "hif8"))
+    assert_same_bits(scaled_qdq(x, 1.0), round_to_format(x, "hif8"))
 
 
 @pytest.mark.parametrize("scale", [1.0, 2.0, float32(15 / 0.37), float32(15 / 1234.5), float32(1.5e13)])

@@ -9,7 +9,7 @@ import torch
 import transformers
 from torch import nn
 
-from common.formats import quantize
+from common.formats import round_to_format
 from common.qat import BF16Warmup
 from common.quantizers import TELEMETRY_FIELDS, W8A8Layer, attach_w8a8, w8a8_linear, w8a8_selection
 from common.quantizers.w8a8 import tensor_amax
@@ -43,7 +43,7 @@ def input_rows(handle):
 
 def test_hand_values_are_hif8():
     for t, q, scale in ((X, QX, 2.0), (W, QW, 4.0), (G, QG, 8.0)):
-        assert torch.equal(quantize(t * scale, "hif8") / scale, q)
+        assert torch.equal(round_to_format(t * scale, "hif8") / scale, q)
 
 
 def test_forward_and_backward_are_exactly_the_quantized_products():

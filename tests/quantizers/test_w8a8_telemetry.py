@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from common.formats import get_format, quantize
+from common.formats import get_format, round_to_format
 from common.quantizers import TELEMETRY_FIELDS, attach_w8a8, saturation_summary
 from common.quantizers.w8a8 import Telemetry, mantissa_bits_lost, relative_error
 from common.recipes import DelayedScalingRecipe
@@ -37,7 +37,7 @@ def planted_rows():
 def explicit_rel_error(values, scale):
     """``||Q(t) - t|| / ||t||`` written out: HiF8 of ``t s`` divided back, float64 sums by ``math.fsum``."""
     t = torch.tensor(values)
-    q = (quantize(t * scale, "hif8") / scale).tolist()
+    q = (round_to_format(t * scale, "hif8") / scale).tolist()
     return math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(q, values, strict=True))) / math.sqrt(
         math.fsum(b * b for b in values))
 
@@ -108,7 +108,7 @@ def test_relative_error():
     assert relative_error(torch.zeros(2, 3), rows) == 1.0
     torch.manual_seed(0)  # against a float64 computation, on a tensor of 2^20 values of magnitudes over 2^24
     t = torch.randn(64, 16384) * torch.rand(64, 16384).pow(6) * 1e3
-    q = quantize(t * 15.0, "hif8") / 15.0
+    q = round_to_format(t * 15.0, "hif8") / 15.0
     exact = float(torch.linalg.vector_norm(q.double() - t.double()) / torch.linalg.vector_norm(t.double()))
     assert relative_error(q, t) == pytest.approx(exact, rel=1e-6)
 

@@ -1,4 +1,4 @@
-"""Quantizers as step functions: Q_S against common.formats.quantize on every rounding boundary; cells; rules."""
+"""Quantizers as step functions: Q_S against common.formats.round_to_format on every rounding boundary; cells; rules."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.formats import FORMATS, quantize
+from common.formats import FORMATS, round_to_format
 from common.formats.spec import Family
 from common.scaling import round_scale
 from common.theory import element_cells, quantize_scale, scale_steps, zero_scale_max
@@ -23,7 +23,7 @@ def test_quantize_scale_matches_quantize_at_every_boundary(scale):
     above = np.nextafter(mids.astype(np.float32), np.float32(np.inf))
     beyond = np.array([0.0, v[-1] * 1.5, v[-1] * 1e3])
     raw = np.concatenate((v, mids, below, above, beyond[beyond < np.finfo(np.float32).max])).astype(np.float32)
-    expected = quantize(torch.from_numpy(raw), scale, rounding="rne").double().numpy()
+    expected = round_to_format(torch.from_numpy(raw), scale, rounding="rne").double().numpy()
     np.testing.assert_array_equal(quantize_scale(raw.astype(np.float64), scale), expected)
 
 

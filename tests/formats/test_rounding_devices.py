@@ -6,8 +6,8 @@ compared with the CPU on a GPU (``tests/gpu``)."""
 import pytest
 import torch
 
-from common.formats import FORMATS, OVERFLOWS, ROUNDINGS, encode, get_format, quantize
-from common.formats.quantize import divide, exact_exp2
+from common.formats import FORMATS, OVERFLOWS, ROUNDINGS, encode, get_format, round_to_format
+from common.formats.rounding import divide, exact_exp2
 
 CASES = [(name, rounding, overflow) for name in FORMATS for rounding in ROUNDINGS for overflow in OVERFLOWS
          if overflow == "saturate" or get_format(name).has_inf or get_format(name).has_nan]
@@ -15,9 +15,9 @@ CASES = [(name, rounding, overflow) for name in FORMATS for rounding in ROUNDING
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("fmt", "rounding", "overflow"), CASES)
-def test_quantize_stays_on_the_device_in_the_input_dtype(fmt, rounding, overflow, dtype):
+def test_round_to_format_stays_on_the_device_in_the_input_dtype(fmt, rounding, overflow, dtype):
     x = torch.empty(3, 70, device="meta", dtype=dtype)
-    out = quantize(x, fmt, rounding=rounding, overflow=overflow)
+    out = round_to_format(x, fmt, rounding=rounding, overflow=overflow)
     assert (out.device.type, out.dtype, out.shape) == ("meta", dtype, x.shape)
 
 

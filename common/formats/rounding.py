@@ -1,6 +1,6 @@
-"""Quantize-dequantize ("fake quantization") onto any registered format.
+"""Rounding onto any registered format: quantize-dequantize ("fake quantization").
 
-``quantize(x, fmt)`` returns a tensor of the same shape and dtype as ``x`` whose every value is exactly
+``round_to_format(x, fmt)`` returns a tensor of the same shape and dtype as ``x`` whose every value is exactly
 representable in ``fmt``. The arithmetic is exact: work happens in float32 with multiplications by exact powers
 of two, so the result equals rounding the real number ``x`` onto the format's grid.
 
@@ -78,7 +78,7 @@ CHUNK = 1 << 17  # elements per pass on CPUs: keeps the temporaries of one chunk
 DEVICE_CHUNK = 1 << 26  # elements per pass on other devices: one launch per operation, 256 MiB float32 temporaries
 
 
-def quantize(
+def round_to_format(
     x: torch.Tensor,
     fmt: str | Format,
     *,
@@ -86,7 +86,10 @@ def quantize(
     overflow: str = "saturate",
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Round ``x`` onto the grid of ``fmt`` and return it in ``x``'s dtype and shape (see module docstring)."""
+    """Round each element of ``x`` to the grid of ``fmt`` (the format's values) and return the dequantized values:
+    the grid values themselves, in ``x``'s dtype and shape, not their codes (:func:`common.formats.encode` gives
+    those). Rounding, overflow and the edges are the module docstring's. gfloat calls this operation
+    ``round_float`` (``gfloat.round_float(fi, v)``, one value at a time)."""
     fmt = get_format(fmt)
     rounding = check_rounding(rounding, fmt)
     check_overflow(overflow, fmt)

@@ -1,4 +1,4 @@
-"""The block-size and scale advice (common.analysis.advise): its numbers are quantize_blocks's and the theory's, the
+"""The block-size and scale advice (common.analysis.advice): its numbers are quantize_blocks's and the theory's, the
 inversions it predicts move with sigma across the theory's crossover, the JSON round-trips, the CLI refuses bad
 input with exit status 2."""
 
@@ -10,7 +10,7 @@ import torch
 
 from common.analysis import advise, advise_weights, fit_sigma, linear_weights, parse_block_sizes
 from common.analysis.__main__ import main
-from common.analysis.advise import (
+from common.analysis.advice import (
     BASELINE,
     SCALE_OPTIONS,
     block_pairs,
