@@ -110,4 +110,4 @@ def test_learned_scales_cannot_quantize():
     spec = QuantSpec("midrise2", "fp32", "row", rule=None)
     with pytest.raises(ValueError, match=r"QuantSpec\('midrise2', 'fp32', block_size='row', rule=None\): the scales "
                                          r"are learned \(QAT\), not selected from data"):
-        quantize_tensor(torch.ones(2, spec, 4))
+        quantize_tensor(torch.ones(2, 4), spec)
