@@ -28,12 +28,8 @@ envvars:
     "PATH",
 
 
-# Rules call `python`: the interpreter Snakemake runs under (the project's .venv), whose folder goes first on PATH;
-# before it, where LOWBIT_WARM_PYTHON names one, the folder of a fork server's `python` (workflow/forkserver.py: the
-# same interpreter, its steps started warm).
-os.environ["PATH"] = os.pathsep.join(
-    filter(None, [os.environ.get("LOWBIT_WARM_PYTHON"), os.path.dirname(sys.executable), os.environ.get("PATH")])
-)
+# Rules call `python`: the interpreter Snakemake runs under (the project's .venv), whose folder goes first on PATH.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 # External models linked from a local folder or the hub (rule link_external_model; the others are converted)
