@@ -1,11 +1,12 @@
 """What every ``python -m <package> <step>`` command line shares: a parser of named steps (:func:`step_parser`),
-running the chosen step with bad input reported as one ``error: ...`` line and exit status 2 (no traceback), and
-checking that input paths exist."""
+running the chosen step with bad input reported as one ``error: ...`` line and exit status 2 (no traceback), running
+one step several times in one process (:func:`run_each`: a paper's figures), and checking that input paths exist."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,10 @@ DEVICE_FLAG: tuple[str, dict[str, Any]] = (
 COMPUTE_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     DEVICE_FLAG, ("--dtype", {"default": "float32", "help": "weight dtype of an evaluation: float32, bfloat16 or "
                                                             "float16"}))
+# The flag of a paper's ``figures`` step (:func:`run_each`): the arguments of one ``figure`` step, once per figure
+FIGURE_ARGUMENTS: tuple[str, dict[str, Any]] = (
+    "--figure", {"action": "append", "required": True, "metavar": "ARGUMENTS",
+                 "help": "the arguments of one `figure` step as one shell-quoted string (repeat: one per figure)"})
 Step = tuple[str, Callable[[argparse.Namespace], None], str, Sequence[tuple[str, dict[str, Any]]]]
 
 
@@ -61,6 +66,17 @@ def run_step(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_each(parser: argparse.ArgumentParser, step: str, argument_lines: Sequence[str]) -> None:
+    """Step ``step`` of ``parser`` once per entry of ``argument_lines`` (each that step's arguments in shell syntax),
+    all in this process: what as many ``python -m <package> <step> ...`` commands write, with one interpreter start
+    and one import of the step's libraries (a paper's figures step draws every figure of its report so, one job for
+    the report's figures instead of one a figure). Every entry is parsed before any runs: a bad one fails the whole
+    before any work."""
+    parsed = [parser.parse_args([step, *shlex.split(line)]) for line in argument_lines]
+    for args in parsed:
+        args.run(args)
+
+
 def require_paths(paths: Mapping[str, str | os.PathLike[str]]) -> None:
     """ValueError naming the first flag whose path does not exist."""
     for flag, path in paths.items():
@@ -68,12 +84,13 @@ def require_paths(paths: Mapping[str, str | os.PathLike[str]]) -> None:
             raise ValueError(f"{flag} {str(path)!r} does not exist")
 
 
-def write_cell_records(cells: Sequence[str], outs: Sequence[str | os.PathLike[str]],
-                       evaluate: Callable[[Sequence[str]], Sequence[Any]]) -> None:
+def write_cell_records(cells: Sequence[Any], outs: Sequence[str | os.PathLike[str]],
+                       evaluate: Callable[[Sequence[Any]], Sequence[Any]], flag: str = "--cells") -> None:
     """The step of several cells in one process: ``evaluate(cells)`` (one record a cell, in order), each record
-    written to its own ``--out`` (JSON, atomically). ValueError before any work when the two lists do not pair."""
+    written to its own ``--out`` (JSON, atomically). ValueError before any work when the two lists do not pair
+    (naming ``flag``, the cells' own)."""
     if len(cells) != len(outs):
-        raise ValueError(f"--cells and --out must pair up: {len(cells)} cells, {len(outs)} outputs")
+        raise ValueError(f"{flag} and --out must pair up: {len(cells)} cells, {len(outs)} outputs")
     for out, record in zip(outs, evaluate(cells), strict=True):
         write_json(out, record)
 

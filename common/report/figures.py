@@ -76,19 +76,24 @@ JINJA_MARKUP = ("{{", "{%", "{#")
 
 def caption_template(module: str, captions: Mapping[str, str]) -> str:
     """Snakemake's caption file of every figure of the paper whose figures module is ``module``: a Jinja template
-    (Snakemake renders it at report time) that takes the figure id from the rule's ``png`` output and gives its
-    :func:`lookup_caption` of ``captions`` as reStructuredText. ValueError naming a caption with Jinja markup."""
+    (Snakemake renders it at report time) that takes the figure ids from the figure rule's ``png`` outputs (one job
+    draws every figure of a report, and Snakemake renders a caption per job) and gives, as a reStructuredText
+    definition list, each id with its :func:`lookup_caption` of ``captions``. ValueError naming a caption with Jinja
+    markup."""
     lines = [f"{{# Generated from {module}.CAPTIONS by common.report.figures.write_caption_template: edit the "
              "captions there. #}",
-             '{% set figure = snakemake.output.png.rpartition("/")[2].removesuffix(".png") %}']
+             "{% for png in snakemake.output.png %}",
+             '{% set figure = png.rpartition("/")[2].removesuffix(".png") %}']
     for i, kind in enumerate(sorted(captions, key=len, reverse=True)):
         text = captions[kind]
         if any(markup in text for markup in JINJA_MARKUP):
             raise ValueError(f"{module}.CAPTIONS[{kind!r}] holds Jinja markup ({', '.join(JINJA_MARKUP)}): {text!r}")
         lines += [f'{{% {"elif" if i else "if"} figure == "{kind}" or figure.startswith("{kind}-") %}}',
-                  f'{{{{ figure[{len(kind) + 1}:] ~ ": " if figure != "{kind}" else "" }}}}'
-                  + RST_MARKUP.sub(r"\\\1", text)]
-    return "\n".join([*lines, "{% endif %}", ""])
+                  "``{{ figure }}``",
+                  f'    {{{{ figure[{len(kind) + 1}:] ~ ": " if figure != "{kind}" else "" }}}}'
+                  + RST_MARKUP.sub(r"\\\1", text),
+                  ""]
+    return "\n".join([*lines, "{% endif %}", "{% endfor %}", ""])
 
 
 def caption_template_path(figures: ModuleType) -> Path:

@@ -14,11 +14,13 @@ from typing import Any
 from common.cli import (
     COMPUTE_FLAGS,
     CONTEXT_FLAGS,
+    FIGURE_ARGUMENTS,
     MANY,
     REQUIRED,
     compute_settings,
     evidence_settings,
     require_paths,
+    run_each,
     run_step,
     step_parser,
     write_cell_records,
@@ -89,6 +91,12 @@ def figure(args: argparse.Namespace) -> None:
         figures.sweep_figure(summary, _read(args.models), args.operands, evidence_settings(args), args.png, args.pdf)
 
 
+def figures(args: argparse.Namespace) -> None:
+    """Every figure of ``--figure`` (each the arguments of one ``figure`` step) in this one process: the figure rule's
+    one job for the whole report (:func:`common.cli.run_each`)."""
+    run_each(build_parser(), "figure", args.figure)
+
+
 def claims(args: argparse.Namespace) -> None:
     from common.report import write_claims
 
@@ -144,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
          [("kind", {"choices": list(FIGURES)}), ("--summary", {"required": True, "help": "the numerical summary"}),
           ("--scale", {}), ("--variant", {}), ("--models", {"nargs": "+", "help": "sweep: the point summaries"}),
           ("--operands", {"choices": ["w", "wa"]}), ("--evidence-json", {}), ("--png", req), ("--pdf", req)]),
+        ("figures", figures, "several figures as PNG and PDF, one process (the figure rule's job)",
+         [FIGURE_ARGUMENTS]),
         ("claims", claims, "the claims document: rows with predictions, intervals and verdicts, and the checks",
          [("--config-json", req), ("--evidence-json", req), ("--numerical", req), ("--models", many),
           ("--out", req), PAPER_RESULTS]),

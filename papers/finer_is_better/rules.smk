@@ -1,5 +1,5 @@
 # Finer is Better (with the Right Scaling): numerical study (MSE vs sigma per cell), model study (perplexity gap
-# per cell), figures (one rule, the figure id a wildcard), claims with computed verdicts, and the report context that
+# per cell), figures (one job, every figure in one process), claims with computed verdicts, and the report context that
 # workflow/rules/report.smk renders to reports/finer_is_better.html. Cells are single-threaded jobs (they are
 # many and independent: Snakemake runs `--cores` of them at once). Every cell is a file target:
 #   results/finer_is_better/mse/e2m1-ue4m3-b4-four_over_six.json             (one job per scale and variant)
@@ -115,31 +115,22 @@ rule fib_gap_summary:
         " --cells {input.cells} --out {output} > {log} 2>&1"
 
 
-rule fib_figure:
-    """One figure of the report, PNG and PDF: its kind, inputs and options from FIB_FIGURE_PLANS (helpers.smk)."""
+rule fib_figures:
+    """Every figure of the report, PNG and PDF, in one job (one process): each figure's kind, inputs and options from
+    FIB_FIGURE_PLANS (helpers.smk); each figure is its own file target (asking for one draws them all)."""
     input:
-        lambda w: FIB_FIGURE_PLANS[w.figure]["inputs"],
+        figure_inputs(FIB_FIGURE_PLANS),
     output:
-        png=report(
-            f"{FIB_DIR}/figures/{{figure}}.png",
-            caption="report/figure.rst",
-            category="Finer is Better",
-            subcategory="{figure}",
-        ),
-        pdf=f"{FIB_DIR}/figures/{{figure}}.pdf",
+        png=figure_pngs(FIB_FIGURE_PLANS, f"{FIB_DIR}/figures", "Finer is Better"),
+        pdf=expand(f"{FIB_DIR}/figures/{{figure}}.pdf", figure=FIB_FIGURES),
     log:
-        f"{LOGS}/finer_is_better/figures/{{figure}}.log",
-    wildcard_constraints:
-        figure="|".join(re.escape(f) for f in FIB_FIGURES),
+        f"{LOGS}/finer_is_better/figures.log",
     conda:
         CONDA_ENV
     params:
-        kind=lambda w: FIB_FIGURE_PLANS[w.figure]["kind"],
-        options=lambda w: FIB_FIGURE_PLANS[w.figure]["options"],
-        summary=lambda w, input: input[0],
+        figures=lambda w: figure_arguments(FIB_FIGURE_PLANS, f"{FIB_DIR}/figures", "--summary"),
     shell:
-        "python -m papers.finer_is_better figure {params.kind} --summary {params.summary} {params.options}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+        "python -m papers.finer_is_better figures {params.figures} > {log} 2>&1"
 
 
 rule fib_claims:

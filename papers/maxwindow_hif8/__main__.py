@@ -21,11 +21,13 @@ from common.cli import (
     COMPUTE_FLAGS,
     CONTEXT_FLAGS,
     DEVICE_FLAG,
+    FIGURE_ARGUMENTS,
     MANY,
     REQUIRED,
     compute_settings,
     device_setting,
     evidence_settings,
+    run_each,
     run_step,
     step_parser,
 )
@@ -99,6 +101,12 @@ def figure(args: argparse.Namespace) -> None:
     save_figure(fig, args.png, args.pdf)
 
 
+def figures(args: argparse.Namespace) -> None:
+    """Every figure of ``--figure`` (each the arguments of one ``figure`` step) in this one process: the figure rule's
+    one job for the whole report (:func:`common.cli.run_each`)."""
+    run_each(build_parser(), "figure", args.figure)
+
+
 def claims(args: argparse.Namespace) -> None:
     from common.report import write_claims
 
@@ -169,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": ["loss-curves", "saturation", "downstream", "forgetting", "observer-study"]}),
           ("--inputs", many), ("--warmup", {"type": int, "default": 0}), ("--png", req), ("--pdf", req)]),
+        ("figures", figures, "several figures as PNG and PDF, one process (the figure rule's job)",
+         [FIGURE_ARGUMENTS]),
         ("claims", claims, "the claims table (claims.json: rows, implementation checks, verdict counts)",
          [("--config-json", req), ("--evidence-json", req), ("--evaluations", many), ("--logs", many),
           ("--telemetry", many), ("--observer-study", req), ("--out", req)]),

@@ -1,7 +1,7 @@
 # Max-Window HiF8 W8A8 QAT: the continual-pretraining runs the claims compare (settings.STUDY_RUNS: BF16 at both
 # learning rates, the recipe and its ablations, CTS and exp_smooth), each with every seed, evaluated on both corpora
 # in BF16 (as trained) and after the shared HiF8 checkpoint quantization; the study summary, the synthetic observer
-# study, figures (one rule, the figure id a wildcard), claims and the report context that workflow/rules/report.smk
+# study, figures (one job, every figure in one process), claims and the report context that workflow/rules/report.smk
 # renders to reports/maxwindow_hif8.html. Every cell <run>/seed<k> is a file target, e.g.
 #   results/models/trained/maxwindow_hif8/max_window-lrlow-w40/seed1
 #   results/maxwindow_hif8/eval/bf16/max_window-lrlow-w40/seed1/pretrain.json
@@ -133,30 +133,22 @@ rule mw_observer_study:
         "python -m papers.maxwindow_hif8 observer-study --config-json {params.config} --out {output} > {log} 2>&1"
 
 
-rule mw_figure:
-    """One figure of the report, PNG and PDF: its inputs and options from MW_FIGURE_PLANS (helpers.smk)."""
+rule mw_figures:
+    """Every figure of the report, PNG and PDF, in one job (one process): each figure's inputs and options from
+    MW_FIGURE_PLANS (helpers.smk); each figure is its own file target (asking for one draws them all)."""
     input:
-        lambda w: MW_FIGURE_PLANS[w.figure]["inputs"],
+        figure_inputs(MW_FIGURE_PLANS),
     output:
-        png=report(
-            f"{MW_DIR}/figures/{{figure}}.png",
-            caption="report/figure.rst",
-            category="Max-Window HiF8",
-            subcategory="{figure}",
-        ),
-        pdf=f"{MW_DIR}/figures/{{figure}}.pdf",
+        png=figure_pngs(MW_FIGURE_PLANS, f"{MW_DIR}/figures", "Max-Window HiF8"),
+        pdf=expand(f"{MW_DIR}/figures/{{figure}}.pdf", figure=MW_FIGURES),
     log:
-        f"{LOGS}/maxwindow_hif8/figures/{{figure}}.log",
-    wildcard_constraints:
-        figure="|".join(MW_FIGURES),
+        f"{LOGS}/maxwindow_hif8/figures.log",
     conda:
         CONDA_ENV
     params:
-        kind=lambda w: MW_FIGURE_PLANS[w.figure]["kind"],
-        options=lambda w: MW_FIGURE_PLANS[w.figure]["options"],
+        figures=lambda w: figure_arguments(MW_FIGURE_PLANS, f"{MW_DIR}/figures", "--inputs"),
     shell:
-        "python -m papers.maxwindow_hif8 figure {params.kind} --inputs {input} {params.options}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+        "python -m papers.maxwindow_hif8 figures {params.figures} > {log} 2>&1"
 
 
 rule mw_claims:

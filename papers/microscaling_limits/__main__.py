@@ -12,11 +12,13 @@ from pathlib import Path
 from common.cli import (
     COMPUTE_FLAGS,
     CONTEXT_FLAGS,
+    FIGURE_ARGUMENTS,
     MANY,
     REQUIRED,
     compute_settings,
     evidence_settings,
     require_paths,
+    run_each,
     run_step,
     step_parser,
     write_cell_records,
@@ -38,7 +40,9 @@ def theory(args: argparse.Namespace) -> None:
 def simulation(args: argparse.Namespace) -> None:
     from .curves import simulation_cell
 
-    write_json(args.out, simulation_cell(json_object(args.config_json), args.scale, args.block, args.rule))
+    config = json_object(args.config_json)
+    write_cell_records(args.blocks, args.out, lambda blocks: [
+        simulation_cell(config, args.scale, block, args.rule) for block in blocks], "--blocks")
 
 
 def validation(args: argparse.Namespace) -> None:
@@ -50,7 +54,9 @@ def validation(args: argparse.Namespace) -> None:
 def paper_simulation(args: argparse.Namespace) -> None:
     from .analytic_models import simulation_cell
 
-    write_json(args.out, simulation_cell(json_object(args.config_json), args.scale, args.block))
+    config = json_object(args.config_json)
+    write_cell_records(args.blocks, args.out, lambda blocks: [
+        simulation_cell(config, args.scale, block) for block in blocks], "--blocks")
 
 
 def compare_models(args: argparse.Namespace) -> None:
@@ -133,6 +139,12 @@ def figure(args: argparse.Namespace) -> None:
     save_figure(plot(), args.png, args.pdf)
 
 
+def figures(args: argparse.Namespace) -> None:
+    """Every figure of ``--figure`` (each the arguments of one ``figure`` step) in this one process: the figure rule's
+    one job for the whole report (:func:`common.cli.run_each`)."""
+    run_each(build_parser(), "figure", args.figure)
+
+
 def claims(args: argparse.Namespace) -> None:
     from common.report import write_claims
 
@@ -186,13 +198,15 @@ def build_parser() -> argparse.ArgumentParser:
     return step_parser("python -m papers.microscaling_limits", __doc__, [
         ("theory", theory, "theory curves of one (scale, rule)",
          [("--config-json", req), ("--scale", req), ("--rule", req), ("--out", req)]),
-        ("simulation", simulation, "Monte Carlo curve of one (scale, block, rule)",
-         [("--config-json", req), ("--scale", req), ("--block", {"type": int, "required": True}), ("--rule", req),
-          ("--out", req)]),
+        ("simulation", simulation, "Monte Carlo curves of one (scale, rule), a cell per block size, one process",
+         [("--config-json", req), ("--scale", req), ("--blocks", {"type": int, "nargs": "+", "required": True}),
+          ("--rule", req), ("--out", many)]),
         ("validation", validation, "theory vs simulation, crossovers, zero-block probabilities",
          [("--config-json", req), ("--cells", many), ("--out", req)]),
-        ("paper-simulation", paper_simulation, "Monte Carlo on the authors' grid at one (scale, block)",
-         [("--config-json", req), ("--scale", req), ("--block", {"type": int, "required": True}), ("--out", req)]),
+        ("paper-simulation", paper_simulation, "Monte Carlo on the authors' grid at one scale, a cell per block "
+         "size, one process",
+         [("--config-json", req), ("--scale", req), ("--blocks", {"type": int, "nargs": "+", "required": True}),
+          ("--out", many)]),
         ("compare-models", compare_models, "the paper's analytic model and ours vs simulation on the authors' grid",
          [("--config-json", req), ("--cells", many), ("--out", req)]),
         ("tensors", tensors, "measured vs predicted MSE of a model's weight tensors",
@@ -214,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": list(FIGURES)}), ("--inputs", many), ("--block", {"type": int}), ("--scale", {}),
           ("--blocks", {"type": int, "nargs": "+"}), ("--png", req), ("--pdf", req)]),
+        ("figures", figures, "several figures as PNG and PDF, one process (the figure rule's job)",
+         [FIGURE_ARGUMENTS]),
         ("claims", claims, "the claims table: rows with intervals and verdicts, implementation checks",
          [("--config-json", req), ("--evidence-json", req), ("--preregistered", req), ("--validation", req),
           ("--comparison", req), ("--theory", many), ("--tensors", many), ("--cells", many), ("--zero-shot", many),

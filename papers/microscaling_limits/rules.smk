@@ -1,7 +1,7 @@
 # Is finer better? (microscaling limits): analytic MSE curves (theory cells), Monte Carlo curves (simulation
 # cells), their comparison with the crossovers, real weight tensors, the perplexity gap per block size and
 # scale variant, the function-preserving sweep of the base model (pre-registered crossover, tensor studies,
-# perplexity and zero-shot cells per sweep point), figures (one rule, the figure id a wildcard), claims, and the
+# perplexity and zero-shot cells per sweep point), figures (one job, every figure in one process), claims, and the
 # report context that workflow/rules/report.smk renders to reports/microscaling_limits.html. Every cell is a file
 # target, e.g.
 #   results/microscaling_limits/simulation/e2m1-ue4m3-b16-absmax.json
@@ -49,24 +49,28 @@ rule msl_theory:
 
 
 rule msl_simulation:
-    """Simulation cell: Monte Carlo MSE of Normal data vs sigma at one (scale, block size, rule)."""
+    """The simulation cells of one (scale, rule): Monte Carlo MSE of Normal data vs sigma at every block size, in one
+    job (one process start); each cell is its own file target (asking for one runs its scale and rule)."""
     output:
-        f"{MSL_DIR}/simulation/{{element}}-{{scale}}-b{{block}}-{{method}}.json",
+        expand(
+            f"{MSL_DIR}/simulation/{{{{element}}}}-{{{{scale}}}}-b{{block}}-{{{{method}}}}.json",
+            block=MSL["simulation"]["block_sizes"],
+        ),
     log:
-        f"{LOGS}/microscaling_limits/simulation/{{element}}-{{scale}}-b{{block}}-{{method}}.log",
+        f"{LOGS}/microscaling_limits/simulation/{{element}}-{{scale}}-{{method}}.log",
     wildcard_constraints:
         element="[a-z0-9]+",
         scale="[a-z0-9]+",
-        block="[0-9]+",
         method="[a-z_]+",
     conda:
         CONDA_ENV
     threads: 1
     params:
         config=msl_part("simulation"),
+        blocks=" ".join(str(block) for block in MSL["simulation"]["block_sizes"]),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits simulation --config-json {params.config}"
-        " --scale {wildcards.scale} --block {wildcards.block} --rule {wildcards.method} --out {output} > {log} 2>&1"
+        " --scale {wildcards.scale} --blocks {params.blocks} --rule {wildcards.method} --out {output} > {log} 2>&1"
 
 
 rule msl_validation:
@@ -87,15 +91,18 @@ rule msl_validation:
 
 
 rule msl_paper_simulation:
-    """Simulation cell on the authors' grid (sigma 1e-4 and linspace(1e-3, 0.05, 50)) at one (scale, block size)."""
+    """The simulation cells of one scale on the authors' grid (sigma 1e-4 and linspace(1e-3, 0.05, 50)) at every
+    block size, in one job (one process start); each cell is its own file target (asking for one runs its scale)."""
     output:
-        f"{MSL_DIR}/paper_model/simulation/{{element}}-{{scale}}-b{{block}}-absmax.json",
+        expand(
+            f"{MSL_DIR}/paper_model/simulation/{{{{element}}}}-{{{{scale}}}}-b{{block}}-absmax.json",
+            block=MSL["paper_model"]["block_sizes"],
+        ),
     log:
-        f"{LOGS}/microscaling_limits/paper_model/simulation/{{element}}-{{scale}}-b{{block}}.log",
+        f"{LOGS}/microscaling_limits/paper_model/simulation/{{element}}-{{scale}}.log",
     wildcard_constraints:
         element="[a-z0-9]+",
         scale="[a-z0-9]+",
-        block="[0-9]+",
     conda:
         CONDA_ENV
     threads: 1
@@ -103,9 +110,10 @@ rule msl_paper_simulation:
         config=json_arg(
             {"element": MSL_ELEMENT, "paper_model": {k: MSL["paper_model"][k] for k in ("samples", "seed")}}
         ),
+        blocks=" ".join(str(block) for block in MSL["paper_model"]["block_sizes"]),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits paper-simulation --config-json {params.config}"
-        " --scale {wildcards.scale} --block {wildcards.block} --out {output} > {log} 2>&1"
+        " --scale {wildcards.scale} --blocks {params.blocks} --out {output} > {log} 2>&1"
 
 
 rule msl_compare_models:
@@ -301,30 +309,22 @@ rule msl_gap_summary:
         " --unquantized {input.unquantized} --cells {input.cells} --out {output} > {log} 2>&1"
 
 
-rule msl_figure:
-    """One figure of the report, PNG and PDF: its kind, inputs and options from MSL_FIGURE_PLANS (helpers.smk)."""
+rule msl_figures:
+    """Every figure of the report, PNG and PDF, in one job (one process): each figure's kind, inputs and options from
+    MSL_FIGURE_PLANS (helpers.smk); each figure is its own file target (asking for one draws them all)."""
     input:
-        lambda w: MSL_FIGURE_PLANS[w.figure]["inputs"],
+        figure_inputs(MSL_FIGURE_PLANS),
     output:
-        png=report(
-            f"{MSL_DIR}/figures/{{figure}}.png",
-            caption="report/figure.rst",
-            category="Is finer better?",
-            subcategory="{figure}",
-        ),
-        pdf=f"{MSL_DIR}/figures/{{figure}}.pdf",
+        png=figure_pngs(MSL_FIGURE_PLANS, f"{MSL_DIR}/figures", "Is finer better?"),
+        pdf=expand(f"{MSL_DIR}/figures/{{figure}}.pdf", figure=MSL_FIGURES),
     log:
-        f"{LOGS}/microscaling_limits/figures/{{figure}}.log",
-    wildcard_constraints:
-        figure="|".join(re.escape(f) for f in MSL_FIGURES),
+        f"{LOGS}/microscaling_limits/figures.log",
     conda:
         CONDA_ENV
     params:
-        kind=lambda w: MSL_FIGURE_PLANS[w.figure]["kind"],
-        options=lambda w: MSL_FIGURE_PLANS[w.figure]["options"],
+        figures=lambda w: figure_arguments(MSL_FIGURE_PLANS, f"{MSL_DIR}/figures", "--inputs"),
     shell:
-        "python -m papers.microscaling_limits figure {params.kind} --inputs {input} {params.options}"
-        " --png {output.png} --pdf {output.pdf} > {log} 2>&1"
+        "python -m papers.microscaling_limits figures {params.figures} > {log} 2>&1"
 
 
 rule msl_claims:

@@ -28,12 +28,14 @@ from common.cli import (
     COMPUTE_FLAGS,
     CONTEXT_FLAGS,
     DEVICE_FLAG,
+    FIGURE_ARGUMENTS,
     MANY,
     REQUIRED,
     compute_settings,
     device_setting,
     evidence_settings,
     require_paths,
+    run_each,
     run_step,
     step_parser,
 )
@@ -112,6 +114,12 @@ def figure(args: argparse.Namespace) -> None:
     from .figures import PLOTS
 
     save_figure(PLOTS[args.kind](read_json(args.summary)), args.png, args.pdf)
+
+
+def figures(args: argparse.Namespace) -> None:
+    """Every figure of ``--figure`` (each the arguments of one ``figure`` step) in this one process: the figure rule's
+    one job for the whole report (:func:`common.cli.run_each`)."""
+    run_each(build_parser(), "figure", args.figure)
 
 
 def claims(args: argparse.Namespace) -> None:
@@ -194,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
           ("--mechanism", MANY), ("--stagnation", MANY), ("--out", req)]),
         ("figure", figure, "one figure as PNG and PDF",
          [("kind", {"choices": list(FIGURES)}), ("--summary", req), ("--png", req), ("--pdf", req)]),
+        ("figures", figures, "several figures as PNG and PDF, one process (the figure rule's job)",
+         [FIGURE_ARGUMENTS]),
         ("claims", claims, "the claims table: estimates, intervals and verdicts of the config's predictions "
          "(--config-json: papers.winq.claims.claims_config), the implementation checks and the regime card "
          "(measured on --base-model, the checkpoint the study trains from)",

@@ -23,6 +23,8 @@ WQ_HESSIANS = expand(f"{WQ_DIR}/hessian/{{cell}}.json", cell=WQ_HESSIAN_CELLS)
 # what one spectrum depends on (the absolute thresholds and the methods list are the summary's)
 WQ_HESSIAN_CELL = {k: WQ["hessian"][k] for k in ("probes", "steps", "sigma", "grid", "near_zero", "batch_sequences")}
 WQ_EXAMPLE = next((c for c in WQ_CELLS if c.partition("-winq/")[1]), WQ_CELLS[0])  # a WinQ cell to rerun
+# Every figure of the report (settings.FIGURES, each its own kind) from the study summary (figure_step)
+WQ_FIGURE_PLANS = {figure: figure_step(figure, [f"{WQ_DIR}/summary.json"]) for figure in WQ_FIGURES}
 
 
 def wq_eval_model(wildcards):

@@ -1,7 +1,7 @@
 # WinQ: low-bit QAT of the base model on its pretraining corpus, every study setting (weight bits, activation bits)
 # x method (baseline ParetoQ QAT, WinQ, interpolation only, noise only); each trained model checkpoint-quantized by
 # the shared rule (packed codes + learned scales) and evaluated; Hessian spectra by stochastic Lanczos quadrature;
-# the study summary, figures (one rule), claims and the report context that workflow/rules/report.smk renders to
+# the study summary, figures (one job), claims and the report context that workflow/rules/report.smk renders to
 # reports/winq.html. Every training cell (one seed of a run) is a file target, e.g.
 #   results/models/trained/winq/w2-winq/seed1
 #   results/winq/eval/w2-winq/seed1.json
@@ -121,27 +121,22 @@ rule wq_summary:
         " > {log} 2>&1"
 
 
-rule wq_figure:
-    """One figure of the report from the study summary."""
+rule wq_figures:
+    """Every figure of the report from the study summary, PNG and PDF, in one job (one process); each figure is its
+    own file target (asking for one draws them all)."""
     input:
-        f"{WQ_DIR}/summary.json",
+        figure_inputs(WQ_FIGURE_PLANS),
     output:
-        png=report(
-            f"{WQ_DIR}/figures/{{figure}}.png",
-            caption="report/figure.rst",
-            category="WinQ",
-            subcategory="{figure}",
-        ),
-        pdf=f"{WQ_DIR}/figures/{{figure}}.pdf",
+        png=figure_pngs(WQ_FIGURE_PLANS, f"{WQ_DIR}/figures", "WinQ"),
+        pdf=expand(f"{WQ_DIR}/figures/{{figure}}.pdf", figure=WQ_FIGURES),
     log:
-        f"{LOGS}/winq/figures/{{figure}}.log",
-    wildcard_constraints:
-        figure="|".join(WQ_FIGURES),
+        f"{LOGS}/winq/figures.log",
     conda:
         CONDA_ENV
+    params:
+        figures=lambda w: figure_arguments(WQ_FIGURE_PLANS, f"{WQ_DIR}/figures", "--summary"),
     shell:
-        "python -m papers.winq figure {wildcards.figure} --summary {input} --png {output.png} --pdf {output.pdf}"
-        " > {log} 2>&1"
+        "python -m papers.winq figures {params.figures} > {log} 2>&1"
 
 
 rule wq_claims:

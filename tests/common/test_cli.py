@@ -1,11 +1,21 @@
-"""Command-line step running: bad input becomes one error line and exit status 2; paths are checked by flag."""
+"""Command-line step running: bad input becomes one error line and exit status 2; paths are checked by flag; one
+step runs several times in one process (a paper's figures)."""
 
 import argparse
 import json
 
 import pytest
 
-from common.cli import MANY, REQUIRED, require_paths, run_step, step_parser, write_cell_records
+from common.cli import (
+    FIGURE_ARGUMENTS,
+    MANY,
+    REQUIRED,
+    require_paths,
+    run_each,
+    run_step,
+    step_parser,
+    write_cell_records,
+)
 
 
 def step(error):
@@ -63,5 +73,39 @@ def test_cell_records_pair_with_their_outputs(tmp_path):
     assert [json.loads(o.read_text()) for o in outs] == [{"cell": "a", "value": 1}, {"cell": "bb", "value": 2}]
     with pytest.raises(ValueError, match="--cells and --out must pair up: 3 cells, 2 outputs"):
         write_cell_records(["a", "bb", "c"], [tmp_path / "x.json", tmp_path / "y.json"], evaluate)
+    with pytest.raises(ValueError, match="--blocks and --out must pair up: 1 cells, 2 outputs"):
+        write_cell_records([4], [tmp_path / "x.json", tmp_path / "y.json"], evaluate, "--blocks")
     assert evaluated == ["a", "bb"]  # refused before any work
     assert not (tmp_path / "x.json").exists()
+
+
+def figures_parser(drawn):
+    """A paper's two figure steps: ``figure`` draws one (records it), ``figures`` each ``--figure`` through it."""
+    def figures(args):
+        run_each(parser, "figure", args.figure)
+
+    parser = step_parser("prog", None, [
+        ("figure", lambda args: drawn.append((args.kind, args.inputs, args.png)), "one",
+         [("kind", {"choices": ["curves", "gap"]}), ("--inputs", MANY), ("--png", REQUIRED)]),
+        ("figures", figures, "several", [FIGURE_ARGUMENTS])])
+    return parser
+
+
+def test_run_each_runs_the_step_once_per_argument_line_in_order():
+    drawn = []
+    parser = figures_parser(drawn)
+    args = parser.parse_args(["figures", "--figure", "gap --inputs a.json 'b c.json' --png gap.png",
+                              "--figure", "curves --inputs s.json --png curves.png"])
+    assert run_step(args) == 0
+    assert drawn == [("gap", ["a.json", "b c.json"], "gap.png"), ("curves", ["s.json"], "curves.png")]
+
+
+def test_run_each_parses_every_line_before_it_runs_one():
+    drawn = []
+    parser = figures_parser(drawn)
+    args = parser.parse_args(["figures", "--figure", "gap --inputs a.json --png gap.png", "--figure", "spectra"])
+    with pytest.raises(SystemExit):  # argparse's error: an unknown kind, no --png
+        run_step(args)
+    assert drawn == []
+    with pytest.raises(SystemExit):
+        parser.parse_args(["figures"])  # at least one --figure

@@ -40,15 +40,21 @@ def raw_config(paper: str) -> dict:
     return yaml.safe_load((ROOT / "papers" / paper / "config.yaml").read_text())
 
 
-def snakemake_caption(paper: str, figure_id: str) -> nodes.document:
-    """The caption Snakemake's report shows for figure ``figure_id``: the template rendered as Snakemake does
-    (Jinja with ``trim_blocks`` and ``lstrip_blocks``, ``snakemake.output.png`` the figure), parsed as
-    reStructuredText."""
+def snakemake_caption(paper: str, figure_ids: list[str]) -> nodes.document:
+    """The caption Snakemake's report shows for the figures job that draws ``figure_ids``: the template rendered as
+    Snakemake does (Jinja with ``trim_blocks`` and ``lstrip_blocks``, ``snakemake.output.png`` the job's PNGs),
+    parsed as reStructuredText."""
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
-    output = SimpleNamespace(png=f"results/{paper}/figures/{figure_id}.png")
+    output = SimpleNamespace(png=[f"results/{paper}/figures/{figure_id}.png" for figure_id in figure_ids])
     rst = env.from_string(caption_template_path(figures(paper)).read_text()).render(
         snakemake=SimpleNamespace(output=output))
     return publish_doctree(rst, settings_overrides={"warning_stream": io.StringIO()})
+
+
+def definitions(doctree: nodes.document) -> list[tuple[str, str]]:
+    """The (term, definition) pairs of a caption's definition list."""
+    return [(item.children[0].astext(), item.children[1].astext())
+            for item in doctree.findall(nodes.definition_list_item)]
 
 
 def test_every_paper_is_here():
@@ -80,23 +86,26 @@ def test_caption_template_is_generated_from_the_captions(paper):
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_snakemake_shows_the_reports_caption(paper):
+    """Each figure of the job by its id, with the caption the paper's own report gives it."""
     module = figures(paper)
-    for kind in module.CAPTIONS:
-        for figure_id in (kind, f"{kind}-small_v2", f"{kind}-ue4m3-b16"):
-            doctree = snakemake_caption(paper, figure_id)
-            assert not list(doctree.findall(nodes.system_message)), (figure_id, doctree.pformat())
-            assert doctree.astext() == module.caption(figure_id)
+    figure_ids = [f"{kind}{detail}" for kind in module.CAPTIONS for detail in ("", "-small_v2", "-ue4m3-b16")]
+    for ids in [*([figure_id] for figure_id in figure_ids), figure_ids]:
+        doctree = snakemake_caption(paper, ids)
+        assert not list(doctree.findall(nodes.system_message)), (ids, doctree.pformat())
+        assert definitions(doctree) == [(figure_id, module.caption(figure_id)) for figure_id in ids]
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_figure_rules_use_the_caption_template_and_no_caption_file_is_stale(paper):
+    """The claims' caption in the paper's rules, the figures' through figure_pngs (workflow/rules/common.smk), each
+    caption file of the paper's report/ used."""
     rules = (ROOT / "papers" / paper / "rules.smk").read_text()
-    used = set(re.findall(r'caption="(report/[^"]+)"', rules))
-    assert used == {"report/figure.rst", "report/claims.rst"}
-    assert {f"report/{p.name}" for p in (ROOT / "papers" / paper / "report").glob("*.rst")} == used
-    pngs = re.findall(r"png=report\(\s*[^,]+,\s*caption=\"([^\"]+)\"", rules)
-    assert pngs
-    assert set(pngs) == {"report/figure.rst"}
+    assert set(re.findall(r'caption="(report/[^"]+)"', rules)) == {"report/claims.rst"}
+    assert len(re.findall(r"\bpng=figure_pngs\(", rules)) == 1
+    shared = (ROOT / "workflow/rules/common.smk").read_text()
+    assert re.findall(r'caption="(report/[^"]+)"', shared) == ["report/figure.rst"]
+    assert {f"report/{p.name}" for p in (ROOT / "papers" / paper / "report").glob("*.rst")} == {
+        "report/figure.rst", "report/claims.rst"}
 
 
 @pytest.mark.parametrize(("paper", "profile"), [(p, profile) for p in PAPERS

@@ -60,19 +60,24 @@ def test_check_figures_names_what_is_missing_and_what_is_unknown():
 
 
 @pytest.mark.parametrize(("png", "expected"), [
-    ("results/p/figures/spectra.png", "Spectra."),
-    ("results/p/figures/spectra-winq.png", "Spectra with WinQ."),
-    ("results/p/figures/spectra-w2.png", "w2: Spectra."),
-    ("results/p/figures/gap-small.png", r"small: Gap \|x\| of \*a\* b\_c \`d\`."),
+    ("results/p/figures/spectra.png", "``spectra``\n    Spectra.\n\n"),
+    ("results/p/figures/spectra-winq.png", "``spectra-winq``\n    Spectra with WinQ.\n\n"),
+    ("results/p/figures/spectra-w2.png", "``spectra-w2``\n    w2: Spectra.\n\n"),
+    ("results/p/figures/gap-small.png", "``gap-small``\n    small: Gap \\|x\\| of \\*a\\* b\\_c \\`d\\`.\n\n"),
     ("results/p/figures/loss.png", ""),
 ])
-def test_caption_template_gives_the_caption_of_the_png_as_rst(png, expected):
+def test_caption_template_gives_the_caption_of_each_png_as_rst(png, expected):
+    """A definition list: per PNG of the figures job (Snakemake renders one caption a job), its id and caption."""
     template = caption_template("papers.p.figures", CAPTIONS)
     assert template.startswith("{# Generated from papers.p.figures.CAPTIONS by common.report.figures.")
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # as Snakemake renders captions
-    output = type("Output", (), {"png": png})
-    assert env.from_string(template).render(snakemake=type("Snakemake", (), {"output": output})) == (
-        f"{expected}\n" if expected else "")
+
+    def render(pngs):
+        output = type("Output", (), {"png": pngs})
+        return env.from_string(template).render(snakemake=type("Snakemake", (), {"output": output}))
+
+    assert render([png]) == expected
+    assert render([png, "results/p/figures/spectra.png"]) == f"{expected}``spectra``\n    Spectra.\n\n"
 
 
 @pytest.mark.parametrize("markup", ["{{", "{%", "{#"])

@@ -13,8 +13,9 @@ gets built). The two builds share one smoke base model and the corpora they read
   ``snakemake --profile workflow/profiles/standin all``, ``make standin``'s second run. Its own copy, so that the
   smoke tests never see its results or its index entries, and nothing it runs can meet theirs.
 
-Every Snakemake run of the tests starts its Python steps warm, forked from the worker's fork server
-(``workflow/forkserver.py``: the same programs, without their seconds of imports each).
+Every Snakemake run of these builds starts its Python steps warm, forked from the worker's fork server
+(``forkserver.py``, test infrastructure: the same programs, without their seconds of imports each); the users' path,
+cold steps, is ``test_make_reports.py``'s.
 
 Under pytest-xdist (``make test`` runs ``-n $(CORES)``) the workers share them: they live in the run's common
 temporary folder and each stage runs once, under its lock, whichever worker asks first. The worker that builds the

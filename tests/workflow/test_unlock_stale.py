@@ -1,14 +1,20 @@
 """workflow/unlock_stale.py (`make reports` runs it first): a lock is cleared only when no Snakemake process runs in
 the folder. The real `snakemake --unlock` runs in tests/workflow/test_resume.py; here it is recorded."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflow"))
-from unlock_stale import LOCKS, clear_stale_lock, is_snakemake, snakemake_processes
+# workflow/ is no package: the script is imported by its path
+SPEC = importlib.util.spec_from_file_location("unlock_stale", Path(__file__).resolve().parents[2] / "workflow"
+                                              / "unlock_stale.py")
+unlock_stale = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(unlock_stale)
+LOCKS, clear_stale_lock, is_snakemake = unlock_stale.LOCKS, unlock_stale.clear_stale_lock, unlock_stale.is_snakemake
+snakemake_processes = unlock_stale.snakemake_processes
 
 
 @pytest.mark.parametrize(("cmdline", "expected"), [

@@ -15,22 +15,18 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
+from forkserver import ForkServer
 from shared_testing import made_once, shared_lock
 
 from common.config import merged, profile_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "workflow"))
-from forkserver import ForkServer  # noqa: E402 (workflow/ is no package)
-
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--profile"]
 SMOKE_MODEL = "results/smoke/models/base/smoke"  # the smoke profile's base model, the stand-in profile's every model
 BUILD_TIMEOUT = 3600  # seconds of one Snakemake run of a build (two builds may share the 2 cores of CI)
 SERVER_START = threading.Lock()  # the stand-in build's thread and the worker's tests may start Snakemake together
@@ -70,19 +66,20 @@ def corpus_targets(profile: str) -> list[str]:
 
 @functools.cache
 def fork_server() -> ForkServer:
-    """This worker's fork server (``workflow/forkserver.py``), started at its first Snakemake run and stopped at its
-    exit: the builds' steps start warm, without their seconds of imports each."""
+    """This worker's fork server (``forkserver.py``, test infrastructure), started at its first Snakemake run and
+    stopped at its exit: the builds' steps start warm, without their seconds of imports each."""
     server = ForkServer().start()
     atexit.register(server.stop)
     return server
 
 
 def snakemake(copy: Path, *args: str, timeout: int = 300, profile: str = "smoke") -> subprocess.CompletedProcess:
-    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``copy``, its steps warm (:func:`fork_server`)."""
+    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``copy``, its steps warm: started by
+    :func:`fork_server` (:meth:`ForkServer.command`, its shim first on the rules' ``PATH``)."""
     with SERVER_START:
-        environment = fork_server().environ(dict(os.environ))
-    return subprocess.run([*SNAKEMAKE, f"workflow/profiles/{profile}", *args], cwd=copy, capture_output=True, text=True,
-                          timeout=timeout, env=environment)
+        server = fork_server()
+    return subprocess.run(server.command("snakemake", "--profile", f"workflow/profiles/{profile}", *args), cwd=copy,
+                          capture_output=True, text=True, timeout=timeout, env=server.environ(dict(os.environ)))
 
 
 def built_once(tmp_path_factory: pytest.TempPathFactory, stage: str, copy_name: str,

@@ -28,12 +28,8 @@ envvars:
     "PATH",
 
 
-# Rules call `python`: the interpreter Snakemake runs under (the project's .venv), whose folder goes first on PATH;
-# before it, where LOWBIT_WARM_PYTHON names one, the folder of a fork server's `python` (workflow/forkserver.py: the
-# same interpreter, its steps started warm).
-os.environ["PATH"] = os.pathsep.join(
-    filter(None, [os.environ.get("LOWBIT_WARM_PYTHON"), os.path.dirname(sys.executable), os.environ.get("PATH")])
-)
+# Rules call `python`: the interpreter Snakemake runs under (the project's .venv), whose folder goes first on PATH.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 # External models linked from a local folder or the hub (rule link_external_model; the others are converted)
@@ -149,9 +145,35 @@ def report_pages(wildcards):
 
 
 def figure_step(kind, inputs, options=""):
-    """The plan of one figure id of a paper: its figure step runs ``python -m papers.<paper> figure <kind>`` on
-    ``inputs`` (in the order the step reads them) with ``options``."""
+    """The plan of one figure id of a paper: the paper's ``figure`` step draws it as ``<kind>`` from ``inputs`` (in
+    the order the step reads them) with ``options`` (figure_arguments)."""
     return {"kind": kind, "inputs": inputs, "options": options}
+
+
+def figure_inputs(plans):
+    """What a paper's figures read (``plans``: figure id -> figure_step), each file once, in order."""
+    return list(dict.fromkeys(path for plan in plans.values() for path in plan["inputs"]))
+
+
+def figure_pngs(plans, folder, category):
+    """The PNG of every figure of ``plans`` in ``folder``, each in Snakemake's report under ``category``, its id the
+    subcategory (the paper's caption template, report/figure.rst, describes it)."""
+    marks = {"caption": "report/figure.rst", "category": category}
+    return [report(f"{folder}/{figure}.png", subcategory=figure, **marks) for figure in plans]
+
+
+def figure_arguments(plans, folder, flag):
+    """The ``--figure`` flags of a paper's ``figures`` step, which draws every figure of ``plans`` (figure id ->
+    figure_step) in one process, one job for the report's figures: per figure, the arguments its ``figure`` step
+    takes, ``<kind> <flag> <inputs> <options> --png <folder>/<id>.png --pdf <folder>/<id>.pdf``, quoted as one.
+    ``flag`` ``--inputs`` passes every input, ``--summary`` the first (the others are named in the options)."""
+    flags = []
+    for figure, plan in plans.items():
+        inputs = plan["inputs"] if flag == "--inputs" else plan["inputs"][:1]
+        files = [f"--{ext} {shlex.quote(f'{folder}/{figure}.{ext}')}" for ext in ("png", "pdf")]
+        arguments = [plan["kind"], flag, *map(shlex.quote, inputs), plan["options"], *files]
+        flags.append(f"--figure {shlex.quote(' '.join(filter(None, arguments)))}")
+    return " ".join(flags)
 
 
 # papers (papers/*/helpers.smk)

@@ -113,9 +113,9 @@ def test_real_crossovers_of_16_and_32():
 def test_paper_simulation_and_comparison_steps(tmp_path):
     config = {"element": "e2m1", "paper_model": {"samples": 4096, "seed": 0}}
     cells = [str(tmp_path / f"b{n}.json") for n in (16, 32)]
-    for n, out in zip((16, 32), cells, strict=True):
-        assert main(["paper-simulation", "--config-json", json.dumps(config), "--scale", "ue4m3", "--block", str(n),
-                     "--out", out]) == 0
+    assert main(["paper-simulation", "--config-json", json.dumps(config), "--scale", "ue4m3", "--blocks", "16", "32",
+                 "--out", *cells]) == 0
+    assert json.loads((tmp_path / "b32.json").read_text())["block_size"] == 32
     cell = json.loads((tmp_path / "b16.json").read_text())
     assert (cell["block_size"], len(cell["rows"])) == (16, 51)
     assert main(["compare-models", "--config-json", json.dumps({"element": "e2m1"}), "--cells", *cells, "--out",
