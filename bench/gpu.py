@@ -27,6 +27,7 @@ import statistics
 import sys
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import transformers
 from _report import finish, target
 
 from common.quantization import prepare, quantize_
-from common.quantizers import scaled_qdq
+from common.quantizers import quantize_tensor, scaled_qdq
 from common.recipes import SPECS, get_recipe
 from common.scaling import quantize_blocks
 from common.train import causal_lm_loss
@@ -68,9 +69,9 @@ def _hif8_scaled(x: torch.Tensor) -> torch.Tensor:
 
 KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "clone": torch.clone,
-    "MXFP4": SPECS["MXFP4"].quantize,
-    "NVFP4": SPECS["NVFP4"].quantize,
-    "NVFP4_4over6": SPECS["NVFP4_4over6"].quantize,
+    "MXFP4": partial(quantize_tensor, spec=SPECS["MXFP4"]),
+    "NVFP4": partial(quantize_tensor, spec=SPECS["NVFP4"]),
+    "NVFP4_4over6": partial(quantize_tensor, spec=SPECS["NVFP4_4over6"]),
     "hif8_per_tensor": lambda x: quantize_blocks(x, "hif8", "fp32", None),
     "hif8_scaled_qdq": _hif8_scaled,
     "brute_force": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "brute_force"),

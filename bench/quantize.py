@@ -21,11 +21,13 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
 from _report import finish, target
 
+from common.quantizers import quantize_tensor
 from common.recipes import SPECS
 from common.scaling import quantize_blocks
 
@@ -48,9 +50,9 @@ def _torchao_nvfp4(x: torch.Tensor) -> torch.Tensor:
 
 CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "clone": torch.clone,
-    "MXFP4": SPECS["MXFP4"].quantize,
-    "NVFP4": SPECS["NVFP4"].quantize,
-    "NVFP4_4over6": SPECS["NVFP4_4over6"].quantize,
+    "MXFP4": partial(quantize_tensor, spec=SPECS["MXFP4"]),
+    "NVFP4": partial(quantize_tensor, spec=SPECS["NVFP4"]),
+    "NVFP4_4over6": partial(quantize_tensor, spec=SPECS["NVFP4_4over6"]),
     "absmax_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "absmax"),
     "four_over_six_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "four_over_six"),
     "brute_force_ue4m3_b16": lambda x: quantize_blocks(x, "e2m1", "ue4m3", 16, "brute_force"),

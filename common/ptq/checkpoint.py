@@ -28,8 +28,8 @@ Version 1 packed two codes per byte (low nibble first) for every element format 
 byte otherwise, recorded as ``"packing": {"packed": bool, ...}``: the same bytes as version 2 for formats of 3 to 8
 bits; a version-1 checkpoint of a 1- or 2-bit format (int2, ternary) is read with its two codes per byte.
 
-Codes and scales come from the recipe's weight spec (``spec.quantize``), or, for learned scales (a spec with
-``rule=None``, e.g. ParetoQ QAT), from the caller (``weight_scales`` of :func:`save_quantized_checkpoint`).
+Codes and scales come from the recipe's weight spec (:func:`common.quantizers.quantize_tensor`), or, for learned scales
+(a spec with ``rule=None``, e.g. ParetoQ QAT), from the caller (``weight_scales`` of :func:`save_quantized_checkpoint`).
 
 Rebuild (:func:`dequantize_weight`): ``W = (decode(codes) * s) * g`` in exactly that order, in float32, with
 ``s`` repeated ``block_size`` times along the last axis and trimmed to ``in_features`` (broadcast along it for

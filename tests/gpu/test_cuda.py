@@ -9,6 +9,7 @@ QAT step on CUDA close to the CPU's (only the GEMMs and reductions round differe
 
 import contextlib
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 import torch
@@ -183,7 +184,7 @@ def test_quantize_blocks_never_syncs_with_the_host(rule, prevent_zero, global_sc
 
 def test_named_specs_hif8_and_scaled_qdq_never_sync_with_the_host():
     x = edge_blocks(torch.float32).to(CUDA)
-    calls = [*(spec.quantize for spec in SPECS.values()), lambda t: round_to_format(t, "hif8"),
+    calls = [*(partial(quantize_tensor, spec=spec) for spec in SPECS.values()), lambda t: round_to_format(t, "hif8"),
              lambda t: round_to_format(t, "hif8", overflow="inf_nan"),
              lambda t: quantize_blocks(t, "hif8", "fp32", None),
              lambda t: scaled_qdq(t, 0.5, "hif8"), lambda t: scaled_qdq(t, 0.5, "e4m3")]
