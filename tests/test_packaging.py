@@ -162,7 +162,8 @@ for template in sorted(Path(render.TEMPLATES).glob("*.j2")):
     render._environment(template.name.endswith(".html.j2")).get_template(template.name)
     print("loaded", template.name)
 render.render_index([{"title": "A paper", "href": "a.html", "counts": verdict_counts(["reproduced"]),
-                      "outside_regime": 0, "checks": 1}], "index.html")
+                      "outside_regime": 0, "tested": 1, "listed": 2, "findings": 0, "checks": "1 of 1"}],
+                    "index.html")
 print("rendered", len(Path("index.html").read_text()))
 print("authors", len(authors.load_results()), authors.citation(authors.load_source()))
 """

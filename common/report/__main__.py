@@ -28,7 +28,7 @@ from .checksums import write_sha256sums
 from .render import build_pdf, render_html, render_index, render_latex
 from .summary import claims_row
 
-CONTEXT_KEYS = ("paper", "figures", "tables", "claims", "checks", "counts", "rule", "provenance", "rerun",
+CONTEXT_KEYS = ("paper", "figures", "tables", "claims", "checks", "counts", "coverage", "rule", "provenance", "rerun",
                 "artifacts")
 
 
@@ -73,9 +73,11 @@ def index(args: argparse.Namespace) -> None:
         row = claims_row(context, context_path)
         reports.append({"title": context["paper"]["title"],
                         "href": os.path.relpath(Path(html).resolve(), out_dir),
-                        "counts": row["counts"],
-                        "outside_regime": sum(bool(c.get("outside_regime")) for c in context["claims"]),
-                        "checks": row["checks_passed"]})
+                        "counts": row["counts"], "tested": row["tested"], "listed": row["listed"],
+                        "findings": row["findings"],
+                        "outside_regime": sum(bool(c.get("outside_regime")) for c in context["claims"]
+                                              if c["kind"] == "paper"),
+                        "checks": f"{row['checks_passed']} of {row['checks']}"})
     render_index(reports, args.out, args.profile, profile_indexes(args.out, args.profile), notice=args.notice)
 
 

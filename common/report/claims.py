@@ -16,9 +16,20 @@ the verdict. The rule (:meth:`Prediction.verdict`), for an interval ``[low, high
   ``requires`` lies outside its bounds (:mod:`common.report.regime`: the row keeps its estimate and interval and names
   the quantity with both numbers); the row states why.
 
+A bound ("stays within / below ``t``") that names a negative ``control`` (a variant that should break it, run in
+the same build) is reproduced only if its control broke the bound (the control row is reproduced); otherwise it is
+inconclusive, "the bound is too loose to mean anything", whatever its own interval.
+
+Rows are of four kinds (:data:`KINDS`), tallied apart: ``paper`` rows test a sentence of the paper (they quote it)
+and are the only rows of the paper's tally (``counts``); ``finding`` rows are our own findings; ``check`` rows
+follow from a definition or theorem whatever the data; ``control`` rows are negative controls. A paper row whose
+prediction was revised after its results existed (:mod:`common.report.history`) counts under its earlier
+prediction when the statistic is unchanged (the earlier threshold and direction judge today's interval), and not
+at all when the statistic itself changed.
+
 A claim with several parts is several rows under one ``group`` heading. A theorem, identity or code invariant
-is a :class:`Check`: it runs with the claims, a failed check fails the build (:func:`claims_document`), and it
-never counts as a reproduction.
+computed in code is a :class:`Check`: it runs with the claims, a failed check fails the build
+(:func:`claims_document`), and it never counts as a reproduction.
 
 Every paper computes its table with one entry point of one shape (:data:`PaperClaims`),
 ``papers.<paper>.claims.claims(specs, study, evidence) -> ClaimsResult(rows, checks)``: the config's specs, the
@@ -37,17 +48,25 @@ from typing import Any, NamedTuple
 from common.io import write_json
 from common.uncertainty import Estimate, Evidence
 
+from .coverage import coverage_rows
+from .history import prediction_record, row_histories, runs_date
+from .provenance import git_state
 from .regime import RegimeRow, outside_regime
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 DIRECTIONS = ("above", "below", "within")
-SPEC_FIELDS = ("group", "statement", "paper", "statistic", "direction", "threshold", "source")
-OPTIONAL_SPEC_FIELDS = ("requires",)
+KINDS = ("paper", "finding", "check", "control")
+KIND_TITLES = {"paper": "the paper's claims", "finding": "our findings", "check": "implementation checks on the data",
+               "control": "negative controls"}
+SPEC_FIELDS = ("kind", "group", "statement", "paper", "statistic", "direction", "threshold", "source")
+OPTIONAL_SPEC_FIELDS = ("requires", "quote", "where", "control", "revised")
+PREDICTION_FIELDS = ("statistic", "direction", "threshold")
 RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the threshold; contradicted: "
         "entirely on the other side; inconclusive: it straddles the threshold (for 'within', an equivalence test: "
-        "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); not "
-        "testable at this scale: no estimate, or a regime quantity the claim requires lies outside its bounds "
-        "(the estimate still shown), with the reason stated")
+        "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); a bound whose "
+        "negative control did not break it is inconclusive at best; not testable at this scale: no estimate, or a "
+        "regime quantity the claim requires lies outside its bounds (the estimate still shown), with the reason "
+        "stated")
 
 
 class ImplementationCheckFailed(RuntimeError):  # noqa: N818 (names the event: a check failed)
@@ -95,8 +114,11 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    """A claim as the config states it, before any data: the paper's words and number, our prediction, and the
-    regime quantities its mechanism ``requires`` (row id -> reason; :mod:`common.report.regime`)."""
+    """A row as the config states it, before any data: the paper's words and number, our prediction, the regime
+    quantities its mechanism ``requires`` (row id -> reason; :mod:`common.report.regime`), its ``kind``
+    (:data:`KINDS`), for a paper row the ``quote`` of the paper's sentence and ``where`` it stands, the id of its
+    negative ``control`` (a bound's), and ``revised`` (``{"commit", "why"}``: a revision after results known from
+    review, :mod:`common.report.history`)."""
 
     id: str
     group: str
@@ -104,17 +126,30 @@ class ClaimSpec:
     paper: str
     prediction: Prediction
     requires: Mapping[str, str] = field(default_factory=dict)
+    kind: str = "paper"
+    quote: str = ""
+    where: str = ""
+    control: str = ""
+    revised: Mapping[str, str] = field(default_factory=dict)
 
 
 def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims") -> dict[str, ClaimSpec]:
     """The :class:`ClaimSpec` of every entry of a config's ``claims:`` mapping (ValueError naming a missing or
-    unknown field, or a bad direction, with its key)."""
+    unknown field, a bad direction or kind, a paper row without its quote, or a ``control`` that is not a
+    control row, with its key)."""
     specs = {}
     for cid, entry in entries.items():
         missing = [f for f in SPEC_FIELDS if f not in entry]
+        if entry.get("kind") == "paper":
+            missing += [f for f in ("quote", "where") if not str(entry.get(f, "")).strip()]
         unknown = [f for f in entry if f not in SPEC_FIELDS + OPTIONAL_SPEC_FIELDS]
         if missing or unknown:
             raise ValueError(f"{where}.{cid}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+        if entry["kind"] not in KINDS:
+            raise ValueError(f"{where}.{cid}: kind {entry['kind']!r} is not one of {', '.join(KINDS)}")
+        revised = entry.get("revised", {})
+        if revised and (set(revised) != {"commit", "why"} or not all(str(v).strip() for v in revised.values())):
+            raise ValueError(f"{where}.{cid}.revised must be {{commit, why}}, got {revised!r}")
         requires = entry.get("requires", {})
         if not isinstance(requires, Mapping) or not all(isinstance(r, str) and r for r in requires.values()):
             raise ValueError(f"{where}.{cid}.requires must map regime quantities to the reason each is needed, "
@@ -125,7 +160,12 @@ def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims")
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}.{cid}: {err}") from err
         specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction,
-                               dict(requires))
+                               dict(requires), str(entry["kind"]), str(entry.get("quote", "")),
+                               str(entry.get("where", "")), str(entry.get("control", "")),
+                               {k: str(v) for k, v in revised.items()})
+    for cid, spec in specs.items():
+        if spec.control and specs.get(spec.control, spec).kind != "control":
+            raise ValueError(f"{where}.{cid}.control names {spec.control!r}, which is not a control row of {where}")
     return specs
 
 
@@ -135,7 +175,10 @@ class Claim:
     verdict (checked against the rule), ``detail`` (the numbers behind the estimate, formatted from artifacts),
     ``evidence`` (the artifacts used), the regime quantities the claim ``requires`` and, when one of them is
     outside its bounds, ``outside_regime`` (why; :func:`apply_regime` sets it): then the verdict is not testable
-    whatever the estimate."""
+    whatever the estimate. ``kind``, ``quote``, ``where`` and ``control`` are the spec's; ``control_failed`` says
+    why the negative control did not break the bound (:func:`apply_controls`): then the row is not reproduced.
+    ``dates`` (``{"prediction": {...}, "runs": {...}}``) and ``revision`` (the earlier prediction, when this one was
+    revised after results) come from git (:mod:`common.report.history`)."""
 
     id: str
     group: str
@@ -149,25 +192,52 @@ class Claim:
     evidence: tuple[str, ...] = field(default_factory=tuple)
     requires: Mapping[str, str] = field(default_factory=dict)
     outside_regime: str = ""
+    kind: str = "paper"
+    quote: str = ""
+    where: str = ""
+    control: str = ""
+    control_failed: str = ""
+    dates: Mapping[str, Any] = field(default_factory=dict)
+    revision: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
-        expected = VERDICTS[3] if self.outside_regime else self.prediction.verdict(self.estimate)
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        expected = rule_verdict(self.prediction, self.estimate, self.outside_regime, self.control_failed)
         if self.verdict != expected:
             raise ValueError(f"claim {self.id!r}: verdict {self.verdict!r} does not follow from the estimate "
                              f"by the rule ({expected!r})")
         if self.estimate is None and not self.reason:
             raise ValueError(f"claim {self.id!r}: a claim without an estimate must state why it is not testable")
 
+    @property
+    def tallied(self) -> str | None:
+        """The verdict this row adds to its paper's tally: None unless a paper row; for a prediction revised after
+        results, the earlier prediction's verdict on this estimate when the statistic is unchanged, else None."""
+        if self.kind != "paper":
+            return None
+        if not self.revision:
+            return self.verdict
+        earlier = self.revision["earlier"]
+        if earlier["statistic"] != " ".join(self.prediction.statistic.split()):
+            return None
+        return rule_verdict(Prediction(earlier["statistic"], earlier["direction"], float(earlier["threshold"]),
+                                       self.prediction.source), self.estimate, self.outside_regime,
+                            self.control_failed)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "group": self.group, "statement": self.statement, "paper": self.paper,
+        return {"id": self.id, "kind": self.kind, "group": self.group, "statement": self.statement,
+                "quote": self.quote, "where": self.where, "paper": self.paper,
                 "prediction": {**self.prediction.__dict__, "text": self.prediction.describe()},
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "estimate_text": "" if self.estimate is None else self.estimate.format(),
-                "verdict": self.verdict, "detail": self.detail, "reason": self.reason,
+                "verdict": self.verdict, "tallied": self.tallied, "detail": self.detail, "reason": self.reason,
                 "evidence": list(self.evidence), "requires": dict(self.requires),
-                "outside_regime": self.outside_regime}
+                "outside_regime": self.outside_regime, "control": self.control,
+                "control_failed": self.control_failed, "dates": dict(self.dates),
+                "revision": {**self.revision, "earlier_text": earlier_text(self.revision)} if self.revision else {}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Claim:
@@ -177,7 +247,27 @@ class Claim:
         estimate = None if data["estimate"] is None else Estimate.from_dict(data["estimate"])
         return cls(data["id"], data["group"], data["statement"], data["paper"], prediction, estimate,
                    data["verdict"], data.get("detail", ""), data.get("reason", ""), tuple(data.get("evidence", ())),
-                   dict(data.get("requires", {})), data.get("outside_regime", ""))
+                   dict(data.get("requires", {})), data.get("outside_regime", ""), data.get("kind", "paper"),
+                   data.get("quote", ""), data.get("where", ""), data.get("control", ""),
+                   data.get("control_failed", ""), dict(data.get("dates", {})),
+                   {k: v for k, v in data.get("revision", {}).items() if k != "earlier_text"})
+
+
+def earlier_text(revision: Mapping[str, Any]) -> str:
+    """The earlier prediction of a revision as one line (:meth:`Prediction.describe`)."""
+    earlier = revision["earlier"]
+    return Prediction(earlier["statistic"], earlier["direction"], float(earlier["threshold"]), "").describe()
+
+
+def rule_verdict(prediction: Prediction, estimate: Estimate | None, outside_regime: str = "",
+                 control_failed: str = "") -> str:
+    """The verdict of the module docstring's rule: not testable outside the regime, the prediction's verdict on
+    the interval otherwise, and inconclusive in place of reproduced when the negative control did not break the
+    bound."""
+    if outside_regime:
+        return VERDICTS[3]
+    verdict = prediction.verdict(estimate)
+    return VERDICTS[2] if control_failed and verdict == VERDICTS[0] else verdict
 
 
 def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reason: str = "",
@@ -185,7 +275,8 @@ def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reaso
     """The row of ``spec`` with its verdict made by the rule from ``estimate`` (None: not testable, ``reason``
     required)."""
     return Claim(spec.id, spec.group, spec.statement, spec.paper, spec.prediction, estimate,
-                 spec.prediction.verdict(estimate), detail, reason, tuple(evidence), dict(spec.requires))
+                 spec.prediction.verdict(estimate), detail, reason, tuple(evidence), dict(spec.requires),
+                 kind=spec.kind, quote=spec.quote, where=spec.where, control=spec.control)
 
 
 def apply_regime(claims: Sequence[Claim], regime: Sequence[RegimeRow]) -> list[Claim]:
@@ -196,7 +287,29 @@ def apply_regime(claims: Sequence[Claim], regime: Sequence[RegimeRow]) -> list[C
     for claim in claims:
         why = outside_regime(claim.requires, regime, claim.id)
         out.append(replace(claim, outside_regime=why,
-                           verdict=VERDICTS[3] if why else claim.prediction.verdict(claim.estimate)))
+                           verdict=rule_verdict(claim.prediction, claim.estimate, why, claim.control_failed)))
+    return out
+
+
+def apply_controls(claims: Sequence[Claim]) -> list[Claim]:
+    """Each bound with its ``control_failed`` set from its negative control (a row of ``claims``): empty when the
+    control broke the bound (the control row is reproduced), else why not; the verdict made again by the rule.
+    ValueError naming a control that is not a control row of ``claims``."""
+    rows = {claim.id: claim for claim in claims}
+    out = []
+    for claim in claims:
+        if not claim.control:
+            out.append(claim)
+            continue
+        control = rows.get(claim.control)
+        if control is None or control.kind != "control":
+            raise ValueError(f"claim {claim.id!r}: its control {claim.control!r} is not a control row of the table")
+        failed = "" if control.verdict == VERDICTS[0] else (
+            f"its negative control {control.id} did not break the bound ({control.verdict}: "
+            f"{control.estimate.format() if control.estimate else 'no estimate'}): the bound is too loose to mean "
+            "anything")
+        out.append(replace(claim, control_failed=failed, verdict=rule_verdict(claim.prediction, claim.estimate,
+                                                                              claim.outside_regime, failed)))
     return out
 
 
@@ -216,12 +329,15 @@ class Check:
                 "evidence": list(self.evidence)}
 
 
-def claims_document(claims: Sequence[Claim], checks: Sequence[Check],
-                    regime: Sequence[RegimeRow] = ()) -> dict[str, Any]:
-    """``{"rule", "claims", "checks", "counts", "outside_regime", "regime"}`` for ``claims.json``: the claims
-    judged against the regime card (:func:`apply_regime`), ``outside_regime`` how many of the not-testable rows are
-    so because of it. Raises :class:`ImplementationCheckFailed` naming every failed check (so nothing is
-    written)."""
+def claims_document(claims: Sequence[Claim], checks: Sequence[Check], regime: Sequence[RegimeRow] = (),
+                    coverage: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """``{"rule", "claims", "checks", "counts", "counts_by_kind", "not_counted", "outside_regime", "regime",
+    "coverage"}`` for ``claims.json``: the claims judged against the regime card (:func:`apply_regime`) and their
+    negative controls (:func:`apply_controls`); ``counts`` the paper's tally (the verdicts its paper rows add,
+    :attr:`Claim.tallied`), ``counts_by_kind`` every kind's own verdicts, ``not_counted`` the paper rows that add
+    none (revised after results, with a new statistic), ``outside_regime`` how many of the not-testable rows are so
+    because of the card, ``coverage`` the paper's claims mapped to rows (:func:`common.report.coverage.coverage_rows`
+    makes it). Raises :class:`ImplementationCheckFailed` naming every failed check (so nothing is written)."""
     failed = [c for c in checks if not c.passed]
     if failed:
         raise ImplementationCheckFailed("implementation checks failed: " + "; ".join(
@@ -230,11 +346,14 @@ def claims_document(claims: Sequence[Claim], checks: Sequence[Check],
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"duplicate claim or check ids: {', '.join(duplicates)}")
-    claims = apply_regime(claims, regime)
+    claims = apply_controls(apply_regime(claims, regime))
+    papers = [c for c in claims if c.kind == "paper"]
     return {"rule": RULE, "claims": [c.to_dict() for c in claims], "checks": [c.to_dict() for c in checks],
-            "counts": verdict_counts(c.verdict for c in claims),
+            "counts": verdict_counts(c.tallied for c in papers if c.tallied is not None),
+            "counts_by_kind": {kind: verdict_counts(c.verdict for c in claims if c.kind == kind) for kind in KINDS},
+            "not_counted": [c.id for c in papers if c.tallied is None],
             "outside_regime": sum(bool(c.outside_regime) for c in claims),
-            "regime": [row.to_dict() for row in regime]}
+            "regime": [row.to_dict() for row in regime], "coverage": [dict(entry) for entry in coverage]}
 
 
 def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
@@ -259,13 +378,40 @@ PaperClaims = Callable[[Mapping[str, ClaimSpec], Any, Evidence], ClaimsResult]
 :func:`claim_specs`) computed from the paper's ``study`` with the interval settings ``evidence``, and its checks."""
 
 
-def write_claims(out: str | os.PathLike[str], claims: PaperClaims, entries: Mapping[str, Mapping[str, Any]],
-                 study: Any, evidence: Evidence, regime: Sequence[RegimeRow], paper: str) -> dict[str, Any]:
-    """The claims step of every paper: the specs of the config's ``claims:`` ``entries`` (:func:`claim_specs`,
-    errors naming ``<paper>.claims``), the paper's rows and checks on ``study``, and ``claims.json`` at ``out``
-    (:func:`claims_document`, the rows judged against the ``regime`` card), written atomically; a failed check
-    raises :class:`ImplementationCheckFailed` and writes nothing. Returns the document."""
-    result = claims(claim_specs(entries, f"{paper}.claims"), study, evidence)
-    document = claims_document(result.rows, result.checks, regime)
+def dated(rows: Sequence[Claim], specs: Mapping[str, ClaimSpec], paper: str,
+          root: str | os.PathLike[str] = ".") -> list[Claim]:
+    """``rows`` with their ``dates`` and ``revision`` from git (:func:`common.report.history.row_histories`): when
+    each prediction was last changed, the commit (and dirty flag) the runs were judged at with the date of the
+    newest evidence file, and the earlier prediction of a row revised after its results."""
+    predictions = {cid: prediction_record(spec.prediction.statistic, spec.prediction.direction,
+                                          spec.prediction.threshold, spec.requires) for cid, spec in specs.items()}
+    histories = row_histories(predictions, {cid: spec.revised for cid, spec in specs.items() if spec.revised},
+                              paper, root)
+    state = git_state(root)
+    out = []
+    for row in rows:
+        history = histories.get(row.id, {"prediction": {"note": "not in the config"}, "revision": {}})
+        runs = {"commit": state["commit"], "dirty": state["dirty"], "date": runs_date(row.evidence, root)}
+        out.append(replace(row, dates={"prediction": history["prediction"], "runs": runs},
+                           revision=history["revision"]))
+    return out
+
+
+def write_claims(out: str | os.PathLike[str], claims: PaperClaims, config: Mapping[str, Any], study: Any,
+                 evidence: Evidence, regime: Sequence[RegimeRow], paper: str,
+                 root: str | os.PathLike[str] = ".") -> dict[str, Any]:
+    """The claims step of every paper: the specs of the paper config's ``claims:`` (:func:`claim_specs`, errors
+    naming ``<paper>.claims``), its ``coverage:`` table (:func:`common.report.coverage.coverage_rows`), the
+    paper's rows and checks on ``study`` dated from the git checkout at ``root`` (:func:`dated`), and
+    ``claims.json`` at ``out`` (:func:`claims_document`, the rows judged against the ``regime`` card), written
+    atomically; a failed check raises :class:`ImplementationCheckFailed` and writes nothing. Returns the
+    document."""
+    missing = [key for key in ("claims", "coverage") if key not in config]
+    if missing:
+        raise ValueError(f"the {paper} config has no {' and no '.join(missing)}")
+    specs = claim_specs(config["claims"], f"{paper}.claims")
+    coverage = coverage_rows(config["coverage"], {cid: spec.kind for cid, spec in specs.items()}, f"{paper}.coverage")
+    result = claims(specs, study, evidence)
+    document = claims_document(dated(result.rows, specs, paper, root), result.checks, regime, coverage)
     write_json(out, document)
     return document

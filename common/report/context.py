@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .claims import RULE, Check, Claim, claims_document
+from .coverage import coverage_counts
 from .regime import RegimeRow
 
 
@@ -41,13 +42,17 @@ def assemble(*, paper: Mapping[str, str], figures: Sequence[Mapping[str, str]], 
     re-validated with :meth:`Claim.from_dict` (a verdict that does not follow from its estimate by the rule is
     refused, ValueError), every check too (a failed one raises
     :class:`common.report.claims.ImplementationCheckFailed`), and the document's rule and counts must be those
-    of its rows. The context keeps ``claims`` (the rows), ``checks``, ``counts``, ``outside_regime``, ``regime``
-    (the regime card's rows) and ``rule``; every figure's PNG and PDF join the cited artifacts."""
+    of its rows. The context keeps ``claims`` (the rows of every kind), ``checks``, ``counts`` (the paper's
+    tally), ``counts_by_kind``, ``not_counted``, ``coverage`` with its ``coverage_counts``, ``outside_regime``,
+    ``regime`` (the regime card's rows) and ``rule``; every figure's PNG and PDF join the cited artifacts."""
     document = validated_claims(claims)
     cited = {*artifacts, *(f["png"] for f in figures), *(f["pdf"] for f in figures)}
     return {"paper": dict(paper), "setup": [dict(row) for row in setup], "figures": [dict(f) for f in figures],
             "tables": list(tables), "claims": document["claims"], "checks": document["checks"],
-            "counts": document["counts"], "outside_regime": document["outside_regime"], "regime": document["regime"],
+            "counts": document["counts"], "counts_by_kind": document["counts_by_kind"],
+            "not_counted": document["not_counted"], "coverage": document["coverage"],
+            "coverage_counts": coverage_counts(document["coverage"]),
+            "outside_regime": document["outside_regime"], "regime": document["regime"],
             "rule": document["rule"], "provenance": dict(provenance), "rerun": list(rerun),
             "artifacts": sorted(cited)}
 
@@ -58,7 +63,7 @@ def validated_claims(document: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(document, Mapping):
         raise ValueError(f"claims must be a claims document {{rule, claims, checks, counts}} "
                          f"(common.report.claims.claims_document), got {type(document).__name__}")
-    missing = [key for key in ("rule", "claims", "checks", "counts") if key not in document]
+    missing = [key for key in ("rule", "claims", "checks", "counts", "coverage") if key not in document]
     if missing:
         raise ValueError(f"the claims document has no {', '.join(map(repr, missing))}")
     rows = []
@@ -78,7 +83,7 @@ def validated_claims(document: Mapping[str, Any]) -> dict[str, Any]:
         regime = [RegimeRow.from_dict(row) for row in document.get("regime", [])]
     except KeyError as err:
         raise ValueError(f"a regime row of the claims document has no {err}") from err
-    rebuilt = claims_document(rows, checks, regime)
+    rebuilt = claims_document(rows, checks, regime, document["coverage"])
     for row, new in zip(document["claims"], rebuilt["claims"], strict=True):
         if row.get("outside_regime", "") != new["outside_regime"]:
             raise ValueError(f"claim {row['id']!r} states {row.get('outside_regime', '')!r} outside the regime, "

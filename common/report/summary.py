@@ -1,9 +1,12 @@
 """``python -m common.report.summary``: the README's results table, one row per paper, computed from the claims
 documents of one profile's built reports (never typed by hand).
 
-A row reads ``<results>/<paper>/claims.json`` (:func:`common.report.claims.claims_document`): how many claims
-have each verdict (:func:`common.report.claims.verdict_counts` over the rows, as the reports' index counts them),
-the implementation checks passed of all, and the date the claims were written (the file's modification time, UTC).
+A row reads ``<results>/<paper>/claims.json`` (:func:`common.report.claims.claims_document`): how many of the
+paper's claims have each verdict (its paper rows only, each adding the verdict it is tallied under,
+:attr:`common.report.claims.Claim.tallied`, as the reports and their index count them), how many of the claims its
+coverage table lists are tested here, how many rows are our findings, the implementation checks passed of all (the
+check rows judged on data and the checks run in code), and the date the claims were written (the file's
+modification time, UTC).
 The paper's title and the commit the run was made at come from ``<results>/<paper>/report/context.json`` when the
 report's context is built (the paper's key and no commit otherwise). The papers are those with a pipeline,
 ``papers/*/rules.smk`` (as the Snakefile's ``PAPERS``); a paper whose claims are not built in the profile gets a
@@ -33,7 +36,8 @@ from .claims import VERDICTS, verdict_counts
 
 BEGIN = "<!-- results table: python -m common.report.summary --update README.md -->"
 END = "<!-- end of results table -->"
-COLUMNS = ("paper", "reproduced", "contradicted", "inconclusive", "not testable", "checks passed", "claims written")
+COLUMNS = ("paper", "reproduced", "contradicted", "inconclusive", "not testable", "paper's claims tested",
+           "our findings", "checks passed", "claims written")
 NOT_BUILT = "not built"
 
 
@@ -43,17 +47,26 @@ def paper_keys(root: str | os.PathLike[str] = ".") -> list[str]:
 
 
 def claims_row(document: Mapping[str, Any], source: str = "claims document") -> dict[str, Any]:
-    """``{"counts": {verdict: n}, "checks_passed", "checks"}`` of a claims document (``source`` names it in the
-    ValueError for a missing key or an unknown verdict)."""
-    for key in ("claims", "checks"):
+    """``{"counts": {verdict: n}, "tested", "listed", "findings", "checks_passed", "checks"}`` of a claims document
+    (``source`` names it in the ValueError for a missing key or an unknown verdict): ``counts`` the paper's tally
+    (its paper rows' tallied verdicts), ``tested`` of ``listed`` the claims of its coverage table with rows here,
+    ``findings`` our rows, and the checks (check rows reproduced, and checks run in code passed) of all."""
+    for key in ("claims", "checks", "coverage"):
         if key not in document:
             raise ValueError(f"{source} has no {key!r}")
     try:
-        counts = verdict_counts(claim["verdict"] for claim in document["claims"])
+        verdict_counts(claim["verdict"] for claim in document["claims"])
+        counts = verdict_counts(claim["tallied"] for claim in document["claims"]
+                                if claim["kind"] == "paper" and claim["tallied"] is not None)
     except (KeyError, ValueError) as err:
         raise ValueError(f"{source}: {err}") from None
-    return {"counts": counts, "checks_passed": sum(bool(check["passed"]) for check in document["checks"]),
-            "checks": len(document["checks"])}
+    data_checks = [claim for claim in document["claims"] if claim["kind"] == "check"]
+    return {"counts": counts, "tested": sum(bool(entry["rows"]) for entry in document["coverage"]),
+            "listed": len(document["coverage"]),
+            "findings": sum(claim["kind"] == "finding" for claim in document["claims"]),
+            "checks_passed": sum(bool(check["passed"]) for check in document["checks"])
+            + sum(claim["verdict"] == VERDICTS[0] for claim in data_checks),
+            "checks": len(document["checks"]) + len(data_checks)}
 
 
 def run_label(claims_path: Path, context: Mapping[str, Any] | None) -> str:
@@ -78,18 +91,19 @@ def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS
     if not papers:
         raise ValueError(f"no paper pipeline (papers/*/rules.smk) under {str(root)!r}")
     results, reports, _logs = profile_dirs(profile)
-    lines = [markdown_row(COLUMNS), markdown_row(["---", *["--:"] * 5, "---"])]
+    lines = [markdown_row(COLUMNS), markdown_row(["---", *["--:"] * 7, "---"])]
     for paper in papers:
         claims_path = Path(root, results, paper, "claims.json")
         context_path = Path(root, results, paper, "report", "context.json")
         link = f"{reports}/{paper}.html"
         if not claims_path.is_file():
-            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 5, NOT_BUILT]))
+            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 7, NOT_BUILT]))
             continue
         row = claims_row(read_json(claims_path), str(claims_path))
         context = read_json(context_path) if context_path.is_file() else None
         title = (context or {}).get("paper", {}).get("title", paper)
         lines.append(markdown_row([f"[{title}]({link})", *(row["counts"][v] for v in VERDICTS),
+                                   f"{row['tested']} of {row['listed']}", row["findings"],
                                    f"{row['checks_passed']} of {row['checks']}", run_label(claims_path, context)]))
     return "\n".join(lines)
 

@@ -115,7 +115,7 @@ def claims(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     study = paper.Study.read(config, args.evaluations, args.logs, args.telemetry, args.observer_study)
-    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args), regime_card(study),
+    write_claims(args.out, paper.claims, config, study, evidence_settings(args), regime_card(study),
                  "maxwindow_hif8")
 
 

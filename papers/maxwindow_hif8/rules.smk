@@ -179,6 +179,7 @@ rule mw_claims:
                     "train",
                     "seeds",
                     "claims",
+                    "coverage",
                     "history_unit",
                     "regime",
                 )

@@ -348,7 +348,13 @@ rule msl_claims:
         CONDA_ENV
     params:
         config=json_arg(
-            {"element": MSL_ELEMENT, "claims": MSL["claims"], "points": MSL_SWEEP["points"], "regime": MSL["regime"]}
+            {
+                "element": MSL_ELEMENT,
+                "claims": MSL["claims"],
+                "coverage": MSL["coverage"],
+                "points": MSL_SWEEP["points"],
+                "regime": MSL["regime"],
+            }
         ),
         evidence=json_arg(CFG["evidence"]),
     shell:

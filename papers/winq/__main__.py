@@ -139,7 +139,7 @@ def claims(args: argparse.Namespace) -> None:
                         summary_path=args.summary, evaluation_paths=evaluations,
                         configured_settings=config["settings"])
     card = regime_card(config, dict(load_causal_lm(args.base_model).named_parameters()))
-    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args), card, "winq")
+    write_claims(args.out, paper.claims, config, study, evidence_settings(args), card, "winq")
 
 
 def context(args: argparse.Namespace) -> None:

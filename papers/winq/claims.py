@@ -69,7 +69,7 @@ ONE_SEED = ("one training seed: a trajectory statistic (the training log, the va
             "evaluation units to bootstrap, its interval is over seeds")
 
 
-CLAIMS_CONFIG = ("claims", "regime", "learning_rates", "train", "interpolation")  # read by the claims step as they are
+CLAIMS_CONFIG = ("claims", "coverage", "regime", "learning_rates", "train", "interpolation")  # read as they are
 
 
 def claims_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,9 +21,12 @@ from common.report.claims import (
 )
 from common.uncertainty import Estimate, Evidence
 
-SPEC = {"group": "4/6 at block 4", "statement": "4/6 shrinks the block-4 gap", "paper": "0.725 -> 0.270",
+SPEC = {"kind": "paper", "group": "4/6 at block 4", "statement": "4/6 shrinks the block-4 gap",
+        "quote": "4-over-6 cuts the block-4 gap", "where": "Sec. 4", "paper": "0.725 -> 0.270",
         "statistic": "relative change of the block-4 gap", "direction": "below", "threshold": -0.3,
         "source": "about half the paper's -63%"}
+COVERAGE = [{"claim": "4-over-6 cuts the block-4 gap", "where": "Sec. 4", "rows": ["a"]},
+            {"claim": "it scales to 70B models", "where": "Sec. 5", "not_tested": "the scale"}]
 
 
 def _est(low, high):
@@ -110,14 +113,26 @@ def planted_claims(specs, study, evidence):
 def test_write_claims_runs_a_paper_s_entry_point_and_writes_its_document(tmp_path):
     out = tmp_path / "claims.json"
     study = {"a": (-0.7, -0.5), "b": (-0.2, 0.1)}
-    document = write_claims(out, planted_claims, {"a": SPEC, "b": SPEC}, study, Evidence(0.9, 1000, 0), [], "demo")
+    config = {"claims": {"a": SPEC, "b": {**SPEC, "kind": "finding"}}, "coverage": COVERAGE}
+    document = write_claims(out, planted_claims, config, study, Evidence(0.9, 1000, 0), [], "demo", root=tmp_path)
     assert json.loads(out.read_text()) == document
-    assert [(c["id"], c["verdict"], c["detail"]) for c in document["claims"]] == [
-        ("a", "reproduced", "level 0.9"), ("b", "contradicted", "level 0.9")]
+    assert [(c["id"], c["kind"], c["verdict"], c["detail"]) for c in document["claims"]] == [
+        ("a", "paper", "reproduced", "level 0.9"), ("b", "finding", "contradicted", "level 0.9")]
+    assert document["counts"] == {"reproduced": 1, "contradicted": 0, "inconclusive": 0,
+                                  "not testable at this scale": 0}
+    assert document["counts_by_kind"]["finding"]["contradicted"] == 1
+    assert document["coverage"][1] == {"claim": "it scales to 70B models", "where": "Sec. 5", "rows": [],
+                                       "not_tested": "the scale", "profile": ""}
+    assert document["claims"][0]["dates"]["prediction"] == {"note": "unknown: not a git checkout"}
     assert [c["id"] for c in document["checks"]] == ["planted"]
     with pytest.raises(ValueError, match=r"demo\.claims\.a: missing \['source'\]"):
-        write_claims(out, planted_claims, {"a": {k: v for k, v in SPEC.items() if k != "source"}}, study,
-                     Evidence(0.9, 1000, 0), [], "demo")
+        write_claims(out, planted_claims, {**config, "claims": {"a": {k: v for k, v in SPEC.items() if k != "source"}}},
+                     study, Evidence(0.9, 1000, 0), [], "demo", root=tmp_path)
+    with pytest.raises(ValueError, match="the demo config has no coverage"):
+        write_claims(out, planted_claims, {"claims": {"a": SPEC}}, study, Evidence(0.9, 1000, 0), [], "demo")
+    with pytest.raises(ValueError, match=r"demo\.coverage lists no claim for the paper rows a"):
+        write_claims(out, planted_claims, {**config, "coverage": COVERAGE[1:]}, study, Evidence(0.9, 1000, 0), [],
+                     "demo", root=tmp_path)
 
 
 def test_write_claims_writes_nothing_when_a_check_fails(tmp_path):
@@ -125,5 +140,56 @@ def test_write_claims_writes_nothing_when_a_check_fails(tmp_path):
         return ClaimsResult([], [Check("broken", "an identity", "off by 1", False)])
 
     with pytest.raises(ImplementationCheckFailed, match="broken"):
-        write_claims(tmp_path / "claims.json", failing, {}, None, Evidence(0.95, 1000, 0), [], "demo")
+        write_claims(tmp_path / "claims.json", failing, {"claims": {}, "coverage": []}, None,
+                     Evidence(0.95, 1000, 0), [], "demo", root=tmp_path)
     assert not (tmp_path / "claims.json").exists()
+
+
+def test_kinds_quotes_and_controls_are_read_with_named_errors():
+    with pytest.raises(ValueError, match=r"claims\.c: missing \['quote'\]"):
+        claim_specs({"c": {k: v for k, v in SPEC.items() if k != "quote"}})
+    assert claim_specs({"c": {k: v for k, v in {**SPEC, "kind": "finding"}.items() if k != "quote"}})["c"].quote == ""
+    with pytest.raises(ValueError, match=r"claims\.c: kind 'ours' is not one of paper, finding, check, control"):
+        claim_specs({"c": {**SPEC, "kind": "ours"}})
+    with pytest.raises(ValueError, match=r"claims\.c\.control names 'd', which is not a control row of claims"):
+        claim_specs({"c": {**SPEC, "control": "d"}, "d": SPEC})
+    with pytest.raises(ValueError, match=r"claims\.c\.revised must be \{commit, why\}"):
+        claim_specs({"c": {**SPEC, "revised": {"commit": "abc1234"}}})
+
+
+def test_a_bound_whose_control_does_not_break_it_is_not_reproduced():
+    bound = {**SPEC, "direction": "within", "threshold": 0.006, "control": "coarse"}
+    control = {**SPEC, "kind": "control", "direction": "above", "threshold": 0.006}
+    specs = claim_specs({"bound": bound, "coarse": control})
+    inside = _est(-0.001, 0.003)
+    broke = claims_document([judge(specs["bound"], inside), judge(specs["coarse"], _est(0.01, 0.02))], [])
+    assert [c["verdict"] for c in broke["claims"]] == ["reproduced", "reproduced"]
+    assert broke["claims"][0]["control_failed"] == ""
+    loose = claims_document([judge(specs["bound"], inside), judge(specs["coarse"], _est(0.004, 0.02))], [])
+    assert [c["verdict"] for c in loose["claims"]] == ["inconclusive", "inconclusive"]
+    assert "did not break the bound" in loose["claims"][0]["control_failed"]
+    assert loose["counts"]["inconclusive"] == 1  # the control row is not in the paper's tally
+    assert loose["counts_by_kind"]["control"]["inconclusive"] == 1
+    row = Claim.from_dict(loose["claims"][0])
+    assert row.verdict == "inconclusive"
+    assert Claim.from_dict(row.to_dict()) == row
+    with pytest.raises(ValueError, match="does not follow from the estimate"):
+        Claim.from_dict({**loose["claims"][0], "verdict": "reproduced"})
+
+
+def test_a_revised_paper_row_counts_under_its_earlier_prediction_or_not_at_all():
+    spec = claim_specs({"c": SPEC})["c"]
+    row = judge(spec, _est(-0.25, -0.1))  # inconclusive against -0.3
+    earlier = {"statistic": "relative change of the block-4 gap", "direction": "below", "threshold": 0.0,
+               "requires": []}
+    same = Claim.from_dict({**row.to_dict(), "revision": {"earlier": earlier, "how": "git"}})
+    assert same.tallied == "reproduced"  # the earlier threshold, 0, judges today's interval
+    assert same.to_dict()["revision"]["earlier_text"] == "relative change of the block-4 gap < 0"
+    new_statistic = Claim.from_dict({**row.to_dict(), "revision": {"earlier": {**earlier, "statistic": "gap"},
+                                                                   "how": "git"}})
+    assert new_statistic.tallied is None
+    document = claims_document([same, Claim.from_dict({**new_statistic.to_dict(), "id": "d"})], [])
+    assert document["counts"]["reproduced"] == 1
+    assert sum(document["counts"].values()) == 1
+    assert document["not_counted"] == ["d"]
+    assert judge(claim_specs({"f": {**SPEC, "kind": "finding"}})["f"], _est(-0.7, -0.5)).tallied is None

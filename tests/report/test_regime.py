@@ -125,6 +125,8 @@ def test_the_card_renders_and_the_index_counts_it_apart(context, tmp_path):
     document = claims_document([_claim({"travel": "needed"})], [], rows)
     page = tmp_path / "demo.html"
     render_html({**context, "claims": document["claims"], "counts": document["counts"], "regime": document["regime"],
+                 "coverage": document["coverage"], "coverage_counts": {"claims": 0, "tested": 0, "not_tested": 0,
+                                                                       "elsewhere": 0},
                  "outside_regime": document["outside_regime"],
                  "setup": [{"aspect": "Model", "paper": "LLaMA-3.2-1B", "ours": "tiny (3.1M)"}]}, page)
     html = page.read_text()
@@ -133,7 +135,8 @@ def test_the_card_renders_and_the_index_counts_it_apart(context, tmp_path):
     assert "1 is so because a regime quantity" in html
     assert "<th>Model</th><td>LLaMA-3.2-1B</td><td>tiny (3.1M)</td>" in html
     counts = document["counts"]
-    render_index([{"title": "WinQ", "href": "winq.html", "counts": counts, "outside_regime": 1, "checks": 0}],
+    render_index([{"title": "WinQ", "href": "winq.html", "counts": counts, "outside_regime": 1, "tested": 1,
+                   "listed": 1, "findings": 0, "checks": "0 of 0"}],
                  tmp_path / "index.html")
     assert "outside the paper's regime</th>" in (tmp_path / "index.html").read_text()
 

@@ -78,7 +78,7 @@ def test_html_is_self_contained(context, tmp_path):
     assert "95% interval: paired bootstrap over 64 windows" in html
     assert "our grid stops at" in html  # the reason of the not-testable row
     assert '<tr id="closed_form_mse">' in html  # the implementation checks
-    assert "none of them counts as a reproduction" in html
+    assert "None of them counts as a reproduction" in html
     assert '<span class="math"><i>&sigma;</i></span>' not in html  # Greek letters are not set in italic
     assert 'MSE vs <span class="math">&sigma;</span>' in html  # math in a caption
     assert '<td><span class="math">&minus;0.27</span></td>' in html  # numbers in table cells
@@ -107,12 +107,12 @@ def test_missing_figure_is_named(context, tmp_path):
 def test_index(tmp_path):
     counts = {"reproduced": 3, "contradicted": 1, "inconclusive": 0, "not testable at this scale": 2}
     render_index([{"title": "Finer is Better", "href": "finer_is_better.html", "counts": counts, "outside_regime": 1,
-                   "checks": 4}],
+                   "tested": 7, "listed": 11, "findings": 2, "checks": "4 of 5"}],
                  tmp_path / "index.html")
     index = (tmp_path / "index.html").read_text()
     assert 'href="finer_is_better.html"' in index
-    cells = re.findall(r'<td class="count">(\d+)</td>', index)
-    assert cells == ["3", "1", "0", "2", "1", "4"]
+    cells = re.findall(r'<td class="count">([^<]+)</td>', index)
+    assert cells == ["3", "1", "0", "2", "1", "7 of 11", "2", "4 of 5"]
     render_index([], tmp_path / "empty.html")
     assert "make reports" in (tmp_path / "empty.html").read_text()
 

@@ -28,8 +28,9 @@ def repo(tmp_path, claims_doc):
     return tmp_path
 
 
-HEADER = ("| paper | reproduced | contradicted | inconclusive | not testable | checks passed | claims written |\n"
-          "| --- | --: | --: | --: | --: | --: | --- |\n")
+HEADER = ("| paper | reproduced | contradicted | inconclusive | not testable | paper's claims tested | our findings "
+          "| checks passed | claims written |\n"
+          "| --- | --: | --: | --: | --: | --: | --: | --: | --- |\n")
 
 
 def test_paper_keys_are_the_folders_with_a_pipeline(repo):
@@ -40,22 +41,22 @@ def test_claims_row_counts_every_verdict_and_the_checks(claims_doc):
     # the planted document: reproduced twice (one an equivalence), contradicted, inconclusive, not testable once
     assert claims_row(claims_doc) == {
         "counts": {"reproduced": 2, "contradicted": 1, "inconclusive": 1, "not testable at this scale": 1},
-        "checks_passed": 3, "checks": 3}
+        "tested": 3, "listed": 4, "findings": 0, "checks_passed": 3, "checks": 3}
 
 
 def test_results_table_of_the_default_profile(repo):
     assert results_table(repo) == HEADER + (
-        "| [Alpha & co](reports/alpha.html) | 2 | 1 | 1 | 1 | 3 of 3 | 2026-12-03, commit 0123456 + uncommitted "
-        "changes |\n"
-        "| [beta](reports/beta.html) | 2 | 1 | 1 | 1 | 3 of 3 | 2026-12-03 |\n"
-        "| gamma (`reports/gamma.html`) | - | - | - | - | - | not built |")
+        "| [Alpha & co](reports/alpha.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | 2026-12-03, commit 0123456 + "
+        "uncommitted changes |\n"
+        "| [beta](reports/beta.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | 2026-12-03 |\n"
+        "| gamma (`reports/gamma.html`) | - | - | - | - | - | - | - | not built |")
 
 
 def test_results_table_of_another_profile_reads_and_links_its_folders(repo):
     assert results_table(repo, "smoke").splitlines()[2:] == [
-        "| alpha (`reports/smoke/alpha.html`) | - | - | - | - | - | not built |",
-        "| beta (`reports/smoke/beta.html`) | - | - | - | - | - | not built |",
-        "| [gamma](reports/smoke/gamma.html) | 2 | 1 | 1 | 1 | 3 of 3 | 2026-12-03 |"]
+        "| alpha (`reports/smoke/alpha.html`) | - | - | - | - | - | - | - | not built |",
+        "| beta (`reports/smoke/beta.html`) | - | - | - | - | - | - | - | not built |",
+        "| [gamma](reports/smoke/gamma.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | 2026-12-03 |"]
 
 
 def test_bad_documents_are_named(repo, claims_doc):
