@@ -162,7 +162,7 @@ def claims(args: argparse.Namespace) -> None:
         sources={"preregistered": [args.preregistered], "validation": [args.validation],
                  "comparison": [args.comparison], "theory": args.theory, "tensors": args.tensors,
                  "zero_shot": args.zero_shot})
-    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args),
+    write_claims(args.out, paper.claims, paper.spec_entries(config["claims"]), study, evidence_settings(args),
                  regime_card(config["regime"], points, preregistered, records), "microscaling_limits")
 
 
