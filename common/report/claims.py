@@ -130,7 +130,7 @@ class ClaimSpec:
     quote: str = ""
     where: str = ""
     control: str = ""
-    revised: Mapping[str, str] = field(default_factory=dict)
+    revised: Mapping[str, Any] = field(default_factory=dict)
 
 
 def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims") -> dict[str, ClaimSpec]:
@@ -147,9 +147,14 @@ def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims")
             raise ValueError(f"{where}.{cid}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
         if entry["kind"] not in KINDS:
             raise ValueError(f"{where}.{cid}: kind {entry['kind']!r} is not one of {', '.join(KINDS)}")
-        revised = entry.get("revised", {})
-        if revised and (set(revised) != {"commit", "why"} or not all(str(v).strip() for v in revised.values())):
-            raise ValueError(f"{where}.{cid}.revised must be {{commit, why}}, got {revised!r}")
+        revised = dict(entry.get("revised", {}))
+        stated = revised.get("earlier", {"statistic": "s", "direction": "above", "threshold": 0})
+        if revised and ({"commit", "why"} - set(revised) or set(revised) - {"commit", "why", "earlier"}
+                        or not all(str(revised[k]).strip() for k in ("commit", "why"))
+                        or not isinstance(stated, Mapping)
+                        or set(stated) - {"requires"} != {"statistic", "direction", "threshold"}):
+            raise ValueError(f"{where}.{cid}.revised must be {{commit, why}} and optionally earlier: {{statistic, "
+                             f"direction, threshold}}, got {revised!r}")
         requires = entry.get("requires", {})
         if not isinstance(requires, Mapping) or not all(isinstance(r, str) and r for r in requires.values()):
             raise ValueError(f"{where}.{cid}.requires must map regime quantities to the reason each is needed, "
@@ -161,8 +166,7 @@ def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims")
             raise ValueError(f"{where}.{cid}: {err}") from err
         specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction,
                                dict(requires), str(entry["kind"]), str(entry.get("quote", "")),
-                               str(entry.get("where", "")), str(entry.get("control", "")),
-                               {k: str(v) for k, v in revised.items()})
+                               str(entry.get("where", "")), str(entry.get("control", "")), revised)
     for cid, spec in specs.items():
         if spec.control and specs.get(spec.control, spec).kind != "control":
             raise ValueError(f"{where}.{cid}.control names {spec.control!r}, which is not a control row of {where}")

@@ -18,7 +18,8 @@ A row is **revised after results** when its prediction in the config at the buil
 has the row differs from today's: the row then carries the earlier prediction (:func:`row_histories`). A revision
 known from review but invisible to git (results of which no record was tracked) is named in the config
 (``revised: {commit, why}``); its earlier prediction is the one at that
-commit's parent. How a revised row counts in the tally is :attr:`common.report.claims.Claim.tallied`.
+commit's parent, or the one the config states (``revised.earlier``: ``{statistic, direction, threshold}``) when no
+commit held it. How a revised row counts in the tally is :attr:`common.report.claims.Claim.tallied`.
 
 Outside a git checkout (a copy of the work tree) every date is "unknown: not a git checkout", and nothing is
 flagged.
@@ -112,7 +113,7 @@ def results_records(root: str | os.PathLike[str], paper: str) -> list[dict[str, 
     return sorted([*readme_records(root, paper), *published_records(root, paper)], key=lambda r: r["date"])
 
 
-def row_histories(predictions: Mapping[str, Mapping[str, Any]], revised: Mapping[str, Mapping[str, str]], paper: str,
+def row_histories(predictions: Mapping[str, Mapping[str, Any]], revised: Mapping[str, Mapping[str, Any]], paper: str,
                   root: str | os.PathLike[str] = ".", config: str | None = None) -> dict[str, dict[str, Any]]:
     """Per row id of ``predictions`` (each a :func:`prediction_record`; ``revised`` the rows' ``revised:`` of the
     config, by id): ``{"prediction": {"commit", "date"} or {"note"}, "revision": {...} or {}}``.
@@ -150,7 +151,7 @@ def prediction_date(current: Mapping[str, Any], cid: str, paper: str,
     return found or {"note": "uncommitted changes"}
 
 
-def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, str], paper: str,
+def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, Any], paper: str,
                 records: Iterable[Mapping[str, str]], built_configs: Mapping[str, str | None],
                 versions: Iterable[tuple[str, str, str | None]], root: str | os.PathLike[str],
                 config: str) -> dict[str, Any]:
@@ -168,10 +169,15 @@ def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, str]
                 f"{record['built'][:7]}", "how": "git"}
     if revised:
         commit = git(root, "rev-parse", f"{revised['commit']}^{{commit}}")
-        earlier = prediction_of(git(root, "show", f"{revised['commit']}^:{config}"), paper, cid)
+        if "earlier" in revised:
+            stated = revised["earlier"]
+            earlier = prediction_record(stated["statistic"], stated["direction"], stated["threshold"],
+                                        stated.get("requires") or {})
+        else:
+            earlier = prediction_of(git(root, "show", f"{revised['commit']}^:{config}"), paper, cid)
         if commit is None or earlier is None:
             raise ValueError(f"{paper}.claims.{cid}.revised: no prediction of the row at the parent of commit "
-                             f"{revised['commit']!r} in {config}")
+                             f"{revised['commit']!r} in {config}: state it as revised.earlier")
         date = (git(root, "show", "-s", "--format=%cI", commit) or "").strip()
         return {"earlier": earlier, "commit": commit.strip(), "date": date, "results": "known from review",
                 "how": f"review: {revised['why']}"}

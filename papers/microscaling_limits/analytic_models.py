@@ -54,8 +54,8 @@ def _point(element: str, scale: str, n: int, row: Mapping[str, Any]) -> dict[str
 def fit(points: Sequence[Mapping[str, Any]], model: str) -> dict[str, Any]:
     """``model``'s fit over ``points`` of one scale: the worst ``|error|`` over the resolved points with its sigma,
     block size, signed error and relative standard error, the mean ``|error|`` over them, the counts, and
-    ``chi2 = mean((model - simulation)^2 / sigma^4)`` over every point (:mod:`.curves`' definition; the paper's
-    chi^2 ~ 4e-8 has none public)."""
+    ``chi2 = mean((model - simulation)^2 / sigma^4)`` over every point (:mod:`.curves`' definition, in MSE/sigma^2;
+    the paper's chi^2 ~ 4e-8 is tested as Pearson's over absolute MSE per block size: :func:`.claims.pearson_chi2`)."""
     resolved = [p for p in points if p["resolved"]]
     out = {"points": len(points), "resolved_points": len(resolved), "worst": None, "mean": None,
            "chi2": float(np.mean([(p[model] - p["simulation"]) ** 2 / p["sigma"] ** 4 for p in points]))}

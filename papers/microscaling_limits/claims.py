@@ -20,13 +20,28 @@ analytic model (:mod:`common.theory.paper_model`); one row tests ours (the exact
   their sigma alone, UE4M3, MSE(n) > MSE(2n)) the fraction that do; among the others the fraction that do not;
   among the predicted-inverting ones the fraction whose UE5M3 MSE does not invert. Clopper-Pearson intervals
   over tensors (:func:`common.uncertainty.binomial_interval`).
-* ``paper_model_matches_simulation``: the largest ``|paper / simulation - 1|`` of the total MSE over the points
-  of the authors' grid that the simulation resolves (:mod:`.analytic_models`); normal interval with the Monte
-  Carlo standard error at that point.
+* ``paper_model_chi2`` (the paper's "remarkable agreement" of its model with experiment, chi^2 ~ 4e-8): the
+  largest, over the block sizes of the authors' grid (UE4M3), Pearson ``chi^2 = sum_k (O_k - E_k)^2 / E_k`` over
+  the grid's 51 sigmas, ``O`` the simulated MSE (experiment), ``E`` the paper's model (absolute MSE, not divided by
+  sigma^2: the definition that gives the paper's order, 3.7e-8 / 4.3e-8 / 3.8e-8 at n 8 / 16 / 32 for the paper's
+  model against our exact one); normal interval with the delta-method Monte Carlo standard error
+  ``sqrt(sum_k (2 (O_k - E_k) / E_k)^2 se_k^2)`` (the maximum itself is not resampled). Its negative control
+  ``paper_model_chi2_control_ue5m3``: the same chi^2 with the paper's model of UE5M3 scales (no limited dynamic
+  range: the mechanism taken away) against the same UE4M3 simulation.
+* ``paper_model_crossover``: ``sigma*_paper(n) - sigma*_MC(n)`` of the claims' pair ``n`` vs ``2n`` (UE4M3), the
+  paper model's crossover (:func:`common.theory.crossover`) minus the Monte Carlo one on the authors' grid
+  (:func:`.analytic_models.simulated_crossover`: the sign change of ``MSE(n) - MSE(2n)``, interpolated linearly);
+  normal interval with the delta-method standard error of that interpolation (the two cells' errors treated as
+  independent). Its negative control ``paper_model_crossover_control_neighbour``: the paper model's crossover of
+  the neighbouring pair ``n/2`` vs ``n`` against the same Monte Carlo crossover (a prediction one block size off).
+* ``paper_model_matches_simulation`` (our finding: the paper claims a chi^2, not a pointwise bound): the largest
+  ``|paper / simulation - 1|`` of the total MSE over the points of the authors' grid that the simulation resolves
+  (:mod:`.analytic_models`); normal interval with the Monte Carlo standard error at that point.
 * ``exact_model_beats_paper_model`` (our finding, not the paper's): our exact model's largest ``|error|`` minus
   the paper model's, over the same points; normal interval with both points' standard errors.
-* ``zero_blocks_drive_reversal``: the zero-block share of ``MSE(n) - MSE(2n)`` at ``sigma* / 1.2`` (the paper's
-  model, by numerical integration: exact).
+* ``zero_blocks_drive_reversal`` (our finding about the paper's model: the paper names the limited dynamic range
+  of the scales, not zero blocks, as the driver): the zero-block share of ``MSE(n) - MSE(2n)`` at ``sigma* / 1.2``
+  (the paper's model, by numerical integration: exact).
 
 Every bootstrap is :meth:`common.uncertainty.Evidence.paired` with the workflow's ``evidence`` settings; the
 Clopper-Pearson and normal intervals take their ``level``.
@@ -52,6 +67,7 @@ import numpy as np
 
 from common.eval.scores import TASK_ACCURACY, example_correct
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge, signed_percent
+from common.theory import block_mse
 from common.uncertainty import Estimate, Evidence, binomial_interval, exact, normal_interval
 
 from .sweep import (
@@ -67,7 +83,10 @@ CLAIM_IDS = ("sweep_inversion_onset", "sweep_inversion_onset_exact", "sweep_wide
              "sweep_ue5m3_no_inversion", "sweep_narrow_tensors_invert", "sweep_wide_tensors_do_not_invert",
              "sweep_ue5m3_tensors_do_not_invert", "ue5m3_matches_ue4m3s_perplexity",
              "ue5m3_matches_ue4m3s_perplexity_activations", "ue5m3_matches_ue4m3s_cloze", "ue5m3_matches_ue4m3s_choice",
-             "paper_model_matches_simulation", "zero_blocks_drive_reversal", "exact_model_beats_paper_model")
+             "paper_model_chi2", "paper_model_chi2_control_ue5m3", "paper_model_crossover",
+             "paper_model_crossover_control_neighbour", "paper_model_matches_simulation", "zero_blocks_drive_reversal",
+             "exact_model_beats_paper_model")
+CHI2_SCALE = "ue4m3"  # the authors' script's scale format: the chi^2 and crossover rows read these cells
 ZERO_SHOT_LABELS = {"cloze": "accuracy", "choice": "length-normalised accuracy"}  # TASK_ACCURACY, named
 PARTS_TOLERANCE = 1e-12  # |parts - total| / total of the theory
 FUNCTION_TOLERANCE = 1e-3  # |ppl(c) / ppl(widest) - 1| of the unquantized sweep points
@@ -251,15 +270,120 @@ def tensor_claims(specs: Mapping[str, ClaimSpec], cells: Sequence[Mapping[str, A
     return rows
 
 
+def _cells(comparison: Mapping[str, Any], scale: str = CHI2_SCALE) -> dict[int, list[Mapping[str, Any]]]:
+    """The comparison's points of ``scale`` per block size, each cell's points by increasing sigma."""
+    cells: dict[int, list[Mapping[str, Any]]] = {}
+    for p in comparison["points"]:
+        if p["scale"] == scale:
+            cells.setdefault(p["block_size"], []).append(p)
+    return {n: sorted(ps, key=lambda p: p["sigma"]) for n, ps in sorted(cells.items())}
+
+
+def pearson_chi2(observed: Sequence[float], expected: Sequence[float], standard_errors: Sequence[float]
+                 ) -> tuple[float, float, float]:
+    """Pearson ``chi^2 = sum (O - E)^2 / E`` of the simulated MSEs ``observed`` (standard errors
+    ``standard_errors``) against a model's ``expected``; its delta-method standard error
+    ``sqrt(sum (2 (O - E) / E)^2 se^2)`` and ``sum se^2 / E``, what Monte Carlo noise alone adds in expectation."""
+    o, e, se = (np.asarray(v, np.float64) for v in (observed, expected, standard_errors))
+    if not (e > 0).all():
+        raise ValueError("Pearson chi^2 needs a positive model MSE at every point")
+    return (float(np.sum((o - e) ** 2 / e)), float(np.sqrt(np.sum((2 * (o - e) / e * se) ** 2))),
+            float(np.sum(se**2 / e)))
+
+
+def _model_totals(element: str, points: Sequence[Mapping[str, Any]], n: int, scale: str) -> list[float]:
+    """The paper's model at each point's sigma: stored (``paper``) for the simulated scale, computed for another."""
+    if scale == CHI2_SCALE:
+        return [p["paper"] for p in points]
+    return [block_mse(p["sigma"], n, element, scale, "absmax", model="paper")["total"] for p in points]
+
+
+def chi2_claim(spec: ClaimSpec, comparison: Mapping[str, Any], level: float, sources: Sequence[str], *,
+               model_scale: str = CHI2_SCALE) -> Claim:
+    """``paper_model_chi2`` (``model_scale`` UE4M3) and its control ``paper_model_chi2_control_ue5m3``
+    (``model_scale`` UE5M3): the largest Pearson chi^2 over the block sizes of the UE4M3 cells of ``comparison``
+    of the paper's model of ``model_scale`` scales against the simulation (module docstring)."""
+    cells = _cells(comparison)
+    if not cells:
+        return judge(spec, None, reason=f"no {CHI2_SCALE.upper()} simulation on the authors' grid", evidence=sources)
+    fits = {}
+    for n, points in cells.items():
+        observed = [p["simulation"] for p in points]
+        errors = [p["relative_se"] * p["simulation"] for p in points]
+        fits[n] = pearson_chi2(observed, _model_totals(comparison["element"], points, n, model_scale), errors)
+    worst = max(fits, key=lambda n: fits[n][0])
+    value, se, _ = fits[worst]
+    estimate = normal_interval(value, se, level=level, method=f"delta-method Monte Carlo standard error of the "
+                               f"chi^2 at n {worst} (the largest; the maximum itself is not resampled)")
+    ours = "" if model_scale != CHI2_SCALE else "; ours (exact): " + ", ".join(
+        f"n {n} {pearson_chi2([p['simulation'] for p in ps], [p['exact'] for p in ps], [0.0] * len(ps))[0]:.2g}"
+        for n, ps in cells.items())
+    detail = (f"Pearson chi^2 = sum (simulation - model)^2 / model over {len(cells[worst])} sigmas, the paper's "
+              f"model of {model_scale.upper()} scales against the {CHI2_SCALE.upper()} simulation: " + ", ".join(
+                  f"n {n} {c:.2g}" for n, (c, _, _) in fits.items())
+              + f" (Monte Carlo noise alone adds about {fits[worst][2]:.1g} at n {worst}){ours}")
+    return judge(spec, estimate, detail=detail, evidence=sources)
+
+
+def _simulated_crossover(points: Sequence[Mapping[str, Any]], pair: Sequence[int]
+                         ) -> tuple[float, float, int] | None:
+    """The Monte Carlo crossover of blocks ``n, 2n`` (:func:`.analytic_models.simulated_crossover`: the same scan and
+    interpolation) with its delta-method standard error and the bracket's upper index, from the two cells' points
+    (by increasing sigma); None without a bracket or a cell."""
+    small, large = ({round(p["sigma"], 12): p for p in points if p["block_size"] == b} for b in pair)
+    sigmas = sorted(set(small) & set(large))
+    if len(sigmas) < 2 or len(sigmas) != len(small) or len(sigmas) != len(large):
+        return None
+    d = [small[s]["simulation"] - large[s]["simulation"] for s in sigmas]
+    var = [(small[s]["relative_se"] * small[s]["simulation"]) ** 2
+           + (large[s]["relative_se"] * large[s]["simulation"]) ** 2 for s in sigmas]
+    for k in range(len(sigmas) - 1, 0, -1):
+        if d[k] < 0 < d[k - 1]:
+            step, gap = sigmas[k] - sigmas[k - 1], d[k - 1] - d[k]
+            value = sigmas[k - 1] + step * d[k - 1] / gap
+            se = step / gap**2 * math.sqrt(d[k] ** 2 * var[k - 1] + d[k - 1] ** 2 * var[k])
+            return value, se, k
+    return None
+
+
+def crossover_claim(spec: ClaimSpec, comparison: Mapping[str, Any], pair: Sequence[int], level: float,
+                    sources: Sequence[str], *, neighbour: bool = False) -> Claim:
+    """``paper_model_crossover``: the paper model's crossover of ``pair`` (``n`` vs ``2n``) minus the Monte Carlo
+    one; ``neighbour`` (its control ``paper_model_crossover_control_neighbour``): the paper model's crossover of
+    ``n/2`` vs ``n`` minus the same Monte Carlo crossover (module docstring)."""
+    n, m = pair
+    predicted_n = n // 2 if neighbour else n
+    models = {c["block_size"]: c for c in comparison["crossovers"] if c["scale"] == CHI2_SCALE}
+    if predicted_n not in models or models[predicted_n]["paper"] is None:
+        return judge(spec, None, reason=f"the paper's model has no {CHI2_SCALE.upper()} crossover of blocks "
+                     f"{predicted_n} vs {2 * predicted_n} on the authors' grid", evidence=sources)
+    measured = _simulated_crossover([p for p in comparison["points"] if p["scale"] == CHI2_SCALE], (n, m))
+    if measured is None:
+        return judge(spec, None, reason=f"the simulation on the authors' grid shows no {CHI2_SCALE.upper()} "
+                     f"crossover of blocks {n} vs {m}", evidence=sources)
+    sim, se, _ = measured
+    predicted = models[predicted_n]["paper"]
+    estimate = normal_interval(predicted - sim, se, level=level, method="delta-method Monte Carlo standard error "
+                               "of the simulated crossover (linear interpolation; the two cells' errors independent)")
+    others = ", ".join(f"{c['block_size']} vs {c['next_block_size']} {c['paper']:.4g} vs {c['simulation']:.4g}"
+                       for c in models.values() if c["paper"] is not None and c["simulation"] is not None)
+    detail = (f"sigma* of blocks {n} vs {m}, {CHI2_SCALE.upper()}: "
+              + (f"the paper's model of blocks {predicted_n} vs {n} (one block size off) " if neighbour else
+                 "the paper's model ")
+              + f"{predicted:.4g}, Monte Carlo {sim:.4g} +- {se:.2g} ({signed_percent(predicted / sim - 1, 3)})"
+              + (f"; every pair (paper's model vs Monte Carlo): {others}" if others else ""))
+    return judge(spec, estimate, detail=detail, evidence=sources)
+
+
 def _worst(fit: Mapping[str, Any]) -> str:
     return f"{fit['worst_signed']:+.2%} at sigma {fit['sigma']:.3g}, n {fit['block_size']}"
 
 
 def paper_model_claim(spec: ClaimSpec, comparison: Mapping[str, Any], level: float, sources: Sequence[str]
                       ) -> Claim:
-    """``paper_model_matches_simulation``: the largest ``|paper / simulation - 1|`` over the resolved points of
-    the authors' grid (every scale of ``comparison``, :func:`.analytic_models.compare`); normal interval with the
-    Monte Carlo standard error of that point's ratio (the maximum itself is not resampled)."""
+    """``paper_model_matches_simulation`` (our finding): the largest ``|paper / simulation - 1|`` over the resolved
+    points of the authors' grid (every scale of ``comparison``, :func:`.analytic_models.compare`); normal interval
+    with the Monte Carlo standard error of that point's ratio (the maximum itself is not resampled)."""
     fits = {scale: f["paper"] for scale, f in comparison["fits"].items() if f["paper"]["worst"] is not None}
     if not fits:
         return judge(spec, None, reason=f"no simulated point of the authors' grid resolves the model (relative "
@@ -269,9 +393,10 @@ def paper_model_claim(spec: ClaimSpec, comparison: Mapping[str, Any], level: flo
                                method="Monte Carlo standard error of the simulated MSE at the worst point")
     exact_fits = {scale: comparison["fits"][scale]["exact"] for scale in fits}
     detail = "; ".join(
-        f"{scale.upper()}: the paper's model worst {_worst(f)}, mean |error| {f['mean']:.2%}, chi2 {f['chi2']:.1e} "
-        f"over {f['resolved_points']} resolved of {f['points']} points (ours, exact: worst {_worst(exact_fits[scale])}"
-        f", mean {exact_fits[scale]['mean']:.2%}, chi2 {exact_fits[scale]['chi2']:.1e})" for scale, f in fits.items())
+        f"{scale.upper()}: the paper's model worst {_worst(f)}, mean |error| {f['mean']:.2%}, chi2 (MSE/sigma^2) "
+        f"{f['chi2']:.1e} over {f['resolved_points']} resolved of {f['points']} points (ours, exact: worst "
+        f"{_worst(exact_fits[scale])}, mean {exact_fits[scale]['mean']:.2%}, chi2 (MSE/sigma^2) "
+        f"{exact_fits[scale]['chi2']:.1e})" for scale, f in fits.items())
     return judge(spec, estimate, detail=detail, evidence=sources)
 
 
@@ -423,6 +548,12 @@ def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> 
             *(zero_shot_claim(specs[f"ue5m3_matches_ue4m3s_{task}"], task, points, study.zero_shot, element, pair[0],
                               evidence, [*sources["tensors"], *sources["zero_shot"]])
               for task in TASK_ACCURACY),
+            chi2_claim(specs["paper_model_chi2"], comparison, level, sources["comparison"]),
+            chi2_claim(specs["paper_model_chi2_control_ue5m3"], comparison, level, sources["comparison"],
+                       model_scale="ue5m3"),
+            crossover_claim(specs["paper_model_crossover"], comparison, pair, level, sources["comparison"]),
+            crossover_claim(specs["paper_model_crossover_control_neighbour"], comparison, pair, level,
+                            sources["comparison"], neighbour=True),
             paper_model_claim(specs["paper_model_matches_simulation"], comparison, level, sources["comparison"]),
             zero_block_claim(specs["zero_blocks_drive_reversal"], preregistered, sources["preregistered"]),
             exact_advantage_claim(specs["exact_model_beats_paper_model"], comparison, level, sources["comparison"])]

@@ -153,7 +153,7 @@ def test_kinds_quotes_and_controls_are_read_with_named_errors():
         claim_specs({"c": {**SPEC, "kind": "ours"}})
     with pytest.raises(ValueError, match=r"claims\.c\.control names 'd', which is not a control row of claims"):
         claim_specs({"c": {**SPEC, "control": "d"}, "d": SPEC})
-    with pytest.raises(ValueError, match=r"claims\.c\.revised must be \{commit, why\}"):
+    with pytest.raises(ValueError, match=r"claims\.c\.revised must be \{commit, why\} and optionally earlier"):
         claim_specs({"c": {**SPEC, "revised": {"commit": "abc1234"}}})
 
 

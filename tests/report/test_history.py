@@ -54,7 +54,7 @@ def histories(repo, entries, revised=None):
 
 
 def test_a_prediction_changed_after_its_results_is_caught_with_the_earlier_one(repo):
-    c0 = commit(repo, {"papers/demo/config.yaml": config(a=row(0.5), b=row(2.0))}, "predictions", 1)
+    commit(repo, {"papers/demo/config.yaml": config(a=row(0.5), b=row(2.0))}, "predictions", 1)
     c1 = commit(repo, {"papers/demo/config.yaml": config(a=row(0.5), b=row(1.0))}, "b before any result", 2)
     r = commit(repo, {"README.md": readme(c1)}, "results table", 3)
     entries = {"a": row(0.3), "b": row(1.0), "c": row(0.0)}
@@ -75,7 +75,12 @@ def test_a_prediction_changed_after_its_results_is_caught_with_the_earlier_one(r
     with pytest.raises(ValueError, match=r"demo\.claims\.b\.revised: no prediction of the row at the parent of "
                                          r"commit 'c0ffee0'"):
         histories(repo, entries, {"b": {"commit": "c0ffee0", "why": "x"}})
-    assert c0 != c1
+    stated = {"commit": c3[:7], "why": "made and revised in one commit",
+              "earlier": {"statistic": "mean ratio", "direction": "below", "threshold": 0.02}}
+    made = histories(repo, entries, {"c": stated})["c"]  # no results record has c, c3's parent has no c
+    assert made["revision"]["earlier"] == {"statistic": "mean ratio", "direction": "below", "threshold": 0.02,
+                                           "requires": []}
+    assert made["revision"]["commit"] == c3
 
 
 def test_requires_and_statistic_changes_are_revisions_and_uncommitted_ones_are_named(repo):

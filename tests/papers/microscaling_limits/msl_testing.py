@@ -103,6 +103,23 @@ def model_fit(worst, signed=None, sigma=0.0075, block_size=32, relative_se=0.002
     return out
 
 
+def model_point(n, sigma, simulation, paper, exact=None, relative_se=0.002, scale="ue4m3"):
+    """One point of ``analytic_models.compare(...)["points"]`` (``exact`` defaults to the simulation)."""
+    exact = simulation if exact is None else exact
+    se = relative_se * simulation
+    return {"scale": scale, "block_size": n, "sigma": sigma, "simulation": simulation, "relative_se": relative_se,
+            "resolved": relative_se <= 0.005,
+            **{k: v for model, total in (("paper", paper), ("exact", exact)) for k, v in (
+                (model, total), (f"{model}_error", total / simulation - 1),
+                (f"{model}_z", abs(total - simulation) / se if se > 0 else 0.0))}}
+
+
+def model_crossover(n, paper, simulation, exact=None, scale="ue4m3"):
+    """One entry of ``analytic_models.compare(...)["crossovers"]``."""
+    return {"scale": scale, "block_size": n, "next_block_size": 2 * n, "paper": paper,
+            "exact": paper if exact is None else exact, "simulation": simulation}
+
+
 def comparison_result(paper, exact, points=(), crossovers=(), scale="ue4m3"):
     """An ``analytic_models.compare`` result with the fits ``paper`` and ``exact`` (:func:`model_fit`)."""
     return {"element": "e2m1", "rule": "absmax", "resolved_se": 0.005, "points": list(points),

@@ -11,7 +11,9 @@ from msl_testing import (
     EVIDENCE,
     comparison_result,
     crossover_row,
+    model_crossover,
     model_fit,
+    model_point,
     ppl_record,
     raw_config,
     specs,
@@ -23,9 +25,10 @@ from msl_testing import (
 )
 
 from common.report import ImplementationCheckFailed, claims_document
-from common.theory import zero_block_probability
+from common.theory import block_mse, crossover, zero_block_probability
 from papers.microscaling_limits import claims as msl
 from papers.microscaling_limits.__main__ import main
+from papers.microscaling_limits.analytic_models import simulated_crossover
 from papers.microscaling_limits.regime import regime_card
 from papers.microscaling_limits.sweep import grid_position, sweep_points, windows
 
@@ -316,8 +319,8 @@ def test_paper_model_detail_names_the_worst_point_of_each_model():
                          model_fit(0.00390625, signed=0.00390625, sigma=0.004, block_size=8, mean=0.0009765625,
                                    chi2=6e-8))
     assert claim.detail == ("UE4M3: the paper's model worst -12.50% at sigma 0.0075, n 32, mean |error| 0.78%, chi2 "
-                            "2.5e-07 over 10 resolved of 12 points (ours, exact: worst +0.39% at sigma 0.004, n 8, "
-                            "mean 0.10%, chi2 6.0e-08)")
+                            "(MSE/sigma^2) 2.5e-07 over 10 resolved of 12 points (ours, exact: worst +0.39% at sigma "
+                            "0.004, n 8, mean 0.10%, chi2 (MSE/sigma^2) 6.0e-08)")
 
 
 def test_paper_model_not_testable_without_resolved_points():
@@ -342,6 +345,115 @@ def test_exact_model_beats_the_paper_model_not_testable_without_resolved_points(
     claim = msl.exact_advantage_claim(SPECS["exact_model_beats_paper_model"],
                                       comparison_result(model_fit(None), model_fit(None)), 0.95, SOURCES)
     assert claim.verdict == T
+
+
+# the paper's chi^2 and crossover rows (issue 36): planted from the paper's model itself
+GRID = (0.001, 0.015, 0.0165)  # sigma* of 16 vs 32 (0.01583) lies in the last step: linear interpolation is close
+
+
+def paper_model_comparison(eps=0.001, relative_se=0.002, blocks=(8, 16, 32), sigmas=GRID):
+    """A comparison whose simulation is the paper's model times ``1 + eps`` at ``sigmas`` (UE4M3, E2M1)."""
+    points = []
+    for n in blocks:
+        for sigma in sigmas:
+            total = block_mse(sigma, n, model="paper")["total"]
+            points.append(model_point(n, sigma, total * (1 + eps), total, relative_se=relative_se))
+    crossovers = []
+    for n in blocks[:-1]:
+        sims = [[p["simulation"] for p in points if p["block_size"] == b] for b in (n, 2 * n)]
+        crossovers.append(model_crossover(n, crossover(n, model="paper"), simulated_crossover(sigmas, *sims)))
+    return comparison_result(model_fit(0.125), model_fit(0.004), points, crossovers)
+
+
+@pytest.mark.parametrize(("observed", "verdict"), [(1.001e-3, R), (1.1e-3, C), (1.01e-3, INC)])
+def test_paper_model_chi2_follows_the_data(observed, verdict):
+    """One point, the paper's model 1e-3: chi^2 = (O - E)^2 / E, 1e-9 / 1e-5 / 1e-7 (the bound: straddles)."""
+    comparison = comparison_result(model_fit(0.1), model_fit(0.004), [model_point(16, 0.01, observed, 1e-3)])
+    claim = msl.chi2_claim(SPECS["paper_model_chi2"], comparison, 0.95, SOURCES)
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx((observed - 1e-3) ** 2 / 1e-3)
+    se = 2 * (observed - 1e-3) / 1e-3 * 0.002 * observed
+    assert claim.estimate.high - claim.estimate.value == pytest.approx(1.959964 * se, rel=1e-6)
+    assert claim.evidence == SOURCES
+
+
+def test_paper_model_chi2_is_the_largest_over_block_sizes():
+    points = [model_point(8, 0.01, 1.001e-3, 1e-3), model_point(8, 0.02, 1.002e-3, 1e-3),
+              model_point(16, 0.01, 1.01e-3, 1e-3), model_point(16, 0.02, 1e-3, 1e-3),
+              model_point(16, 0.01, 2.0, 1.0, scale="ue5m3")]  # another scale's cell: not read
+    claim = msl.chi2_claim(SPECS["paper_model_chi2"], comparison_result(model_fit(0.1), model_fit(0.004), points),
+                           0.95, SOURCES)
+    assert claim.estimate.value == pytest.approx(1e-7)
+    assert claim.estimate.method.startswith("delta-method Monte Carlo standard error of the chi^2 at n 16")
+    assert claim.detail.startswith("Pearson chi^2 = sum (simulation - model)^2 / model over 2 sigmas, the paper's "
+                                   "model of UE4M3 scales against the UE4M3 simulation: n 8 5e-09, n 16 1e-07")
+
+
+def test_the_chi2_control_breaks_the_bound_the_paper_model_keeps():
+    comparison = paper_model_comparison()
+    claim = msl.chi2_claim(SPECS["paper_model_chi2"], comparison, 0.95, SOURCES)
+    control = msl.chi2_claim(SPECS["paper_model_chi2_control_ue5m3"], comparison, 0.95, SOURCES,
+                             model_scale="ue5m3")
+    assert (claim.verdict, control.verdict) == (R, R)  # below 1e-7; the control above it
+    assert control.estimate.value > 1e-5  # at sigma 1e-3 UE4M3 zeroes most blocks, UE5M3 none
+    assert "the paper's model of UE5M3 scales against the UE4M3 simulation" in control.detail
+
+
+def test_paper_model_chi2_not_testable_without_cells():
+    claim = msl.chi2_claim(SPECS["paper_model_chi2"], comparison_result(model_fit(None), model_fit(None)), 0.95,
+                           SOURCES)
+    assert (claim.verdict, claim.reason) == (T, "no UE4M3 simulation on the authors' grid")
+
+
+def test_pearson_chi2_refuses_a_model_without_error():
+    with pytest.raises(ValueError, match="positive model MSE"):
+        msl.pearson_chi2([1.0], [0.0], [0.1])
+
+
+def test_the_simulated_crossover_and_its_standard_error():
+    """d = MSE(16) - MSE(32) is +1 at sigma 1 and -1 at sigma 2: the crossover 1.5; each d has variance 0.05 (the
+    cells' relative standard error 0.1), so se = 1 / 2^2 * sqrt(1 * 0.05 + 1 * 0.05)."""
+    points = [model_point(16, 1.0, 2.0, 2.0, relative_se=0.1), model_point(32, 1.0, 1.0, 1.0, relative_se=0.1),
+              model_point(16, 2.0, 1.0, 1.0, relative_se=0.1), model_point(32, 2.0, 2.0, 2.0, relative_se=0.1)]
+    value, se, k = msl._simulated_crossover(points, PAIR)
+    assert (value, k) == (1.5, 1)
+    assert se == pytest.approx(0.25 * math.sqrt(0.1))
+    assert msl._simulated_crossover(points[:2], PAIR) is None  # one sigma: no bracket
+
+
+@pytest.mark.parametrize(("shift", "verdict"), [(0.0, R), (0.01, C), (0.001, INC)])
+def test_paper_model_crossover_follows_the_data(shift, verdict):
+    comparison = paper_model_comparison()
+    by_block = {c["block_size"]: c for c in comparison["crossovers"]}
+    by_block[16]["paper"] = by_block[16]["simulation"] + shift  # the model's crossover moved by shift
+    claim = msl.crossover_claim(SPECS["paper_model_crossover"], comparison, PAIR, 0.95, SOURCES)
+    assert claim.verdict == verdict
+    assert claim.estimate.value == pytest.approx(shift, abs=1e-12)
+    assert claim.detail.startswith(f"sigma* of blocks 16 vs 32, UE4M3: the paper's model "
+                                   f"{by_block[16]['paper']:.4g}, Monte Carlo {by_block[16]['simulation']:.4g} +- ")
+
+
+def test_the_crossover_control_is_one_block_size_off():
+    comparison = paper_model_comparison()
+    claim = msl.crossover_claim(SPECS["paper_model_crossover"], comparison, PAIR, 0.95, SOURCES)
+    control = msl.crossover_claim(SPECS["paper_model_crossover_control_neighbour"], comparison, PAIR, 0.95, SOURCES,
+                                  neighbour=True)
+    assert (claim.verdict, control.verdict) == (R, R)
+    sim = msl._simulated_crossover(comparison["points"], PAIR)[0]
+    assert control.estimate.value == pytest.approx(crossover(8, model="paper") - sim)
+    assert "the paper's model of blocks 8 vs 16 (one block size off)" in control.detail
+
+
+def test_paper_model_crossover_not_testable():
+    comparison = paper_model_comparison(blocks=(16, 32))
+    control = msl.crossover_claim(SPECS["paper_model_crossover_control_neighbour"], comparison, PAIR, 0.95, SOURCES,
+                                  neighbour=True)
+    assert (control.verdict, control.reason) == (T, "the paper's model has no UE4M3 crossover of blocks 8 vs 16 on "
+                                                    "the authors' grid")
+    flat = paper_model_comparison(sigmas=(0.001, 0.002))  # both below sigma*: no sign change
+    claim = msl.crossover_claim(SPECS["paper_model_crossover"], flat, PAIR, 0.95, SOURCES)
+    assert (claim.verdict, claim.reason) == (T, "the simulation on the authors' grid shows no UE4M3 crossover of "
+                                                "blocks 16 vs 32")
 
 
 def exact_points(error, z):
@@ -459,7 +571,7 @@ def artifacts(planted):
             "preregistered": preregistered(4.3e-6),
             "validation": validation_result(zero_block=zero_rows(), crossovers=[crossover_row("ue4m3", 16, STAR)],
                                             points=validation_points),
-            "comparison": comparison_result(model_fit(0.125), model_fit(0.004), exact_points(0.004, 1.0)),
+            "comparison": paper_model_comparison(),
             "theory": [theory_cell()]}
 
 
@@ -487,7 +599,9 @@ def test_every_configured_claim_is_computed_in_order(points):
     assert verdicts.pop("sweep_ue5m3_tensors_do_not_invert") == INC
     assert set(verdicts.values()) == {R}
     document = claims_document(rows, checks, regime_card(REGIME, points, preregistered(), records({})))
-    assert document["counts"] == {R: 9, C: 2, INC: 3, T: 0}
+    assert document["counts"] == {R: 9, C: 0, INC: 3, T: 0}  # the paper's rows alone
+    assert document["counts_by_kind"]["finding"] == {R: 2, C: 2, INC: 0, T: 0}
+    assert document["counts_by_kind"]["control"] == {R: 2, C: 0, INC: 0, T: 0}
     assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["theory_parts_sum_to_total",
                                                      "zero_block_probability_reconstruction",
