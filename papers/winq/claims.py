@@ -553,6 +553,7 @@ POOLED_ROWS: dict[str, RowBuilder] = {
     "noise_alone_improves": partial(pooled_improvement, model="noise", reference="baseline"),
     "winq_beats_interpolation": partial(pooled_improvement, model="winq", reference="interpolation"),
     "winq_beats_noise": partial(pooled_improvement, model="winq", reference="noise"),
+    "interpolation_beats_noise": partial(pooled_improvement, model="interpolation", reference="noise"),
     "winq_zero_shot_cloze": partial(zero_shot, task="cloze"),
     "winq_zero_shot_choice": partial(zero_shot, task="choice"),
     "hadamard_winq_improves": hadamard_improvement,
