@@ -69,12 +69,12 @@ ONE_SEED = ("one training seed: a trajectory statistic (the training log, the va
             "evaluation units to bootstrap, its interval is over seeds")
 
 
-CLAIMS_CONFIG = ("claims", "regime", "learning_rates", "train", "interpolation")  # read by the claims step as they are
+CLAIMS_CONFIG = ("claims", "coverage", "regime", "learning_rates", "train", "interpolation")  # read as they are
 
 
 def claims_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a profile's study ``config`` the claims step reads (``--config-json``), alone: the predictions,
-    the setting names, the regime card and the schedule its quantities are measured on
+    """The part of a profile's study ``config`` the claims step reads (``--config-json``), alone: the predictions and
+    the coverage table, the setting names, the regime card and the schedule its quantities are measured on
     (:func:`papers.winq.regime.regime_values`: learning rates, train fields, run lengths, interpolation)."""
     return {**{key: config[key] for key in CLAIMS_CONFIG}, "settings": list(config["settings"]),
             "train_steps": dict(config.get("train_steps") or {})}

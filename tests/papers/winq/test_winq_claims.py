@@ -747,7 +747,8 @@ def test_claims_step_writes_the_document(tmp_path):
         quantized.append(str(folder))
     config = wc.claims_config(smoke_config())
     config["claims"] = spec_entries(config["claims"])
-    assert set(config) == {"claims", "settings", "regime", "learning_rates", "train", "train_steps", "interpolation"}
+    assert set(config) == {"claims", "coverage", "settings", "regime", "learning_rates", "train", "train_steps",
+                           "interpolation"}
     save_planted_model(tmp_path / "base")  # 4,608 of 5,328 parameters quantized: every quantity's own bound decides
     out = tmp_path / "claims.json"
     assert main(["claims", "--config-json", json.dumps(config), "--evidence-json",
