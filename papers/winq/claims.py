@@ -73,8 +73,8 @@ CLAIMS_CONFIG = ("claims", "coverage", "regime", "learning_rates", "train", "int
 
 
 def claims_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a profile's study ``config`` the claims step reads (``--config-json``), alone: the predictions,
-    the setting names, the regime card and the schedule its quantities are measured on
+    """The part of a profile's study ``config`` the claims step reads (``--config-json``), alone: the predictions and
+    the coverage table, the setting names, the regime card and the schedule its quantities are measured on
     (:func:`papers.winq.regime.regime_values`: learning rates, train fields, run lengths, interpolation)."""
     return {**{key: config[key] for key in CLAIMS_CONFIG}, "settings": list(config["settings"]),
             "train_steps": dict(config.get("train_steps") or {})}
@@ -553,6 +553,7 @@ POOLED_ROWS: dict[str, RowBuilder] = {
     "noise_alone_improves": partial(pooled_improvement, model="noise", reference="baseline"),
     "winq_beats_interpolation": partial(pooled_improvement, model="winq", reference="interpolation"),
     "winq_beats_noise": partial(pooled_improvement, model="winq", reference="noise"),
+    "interpolation_beats_noise": partial(pooled_improvement, model="interpolation", reference="noise"),
     "winq_zero_shot_cloze": partial(zero_shot, task="cloze"),
     "winq_zero_shot_choice": partial(zero_shot, task="choice"),
     "hadamard_winq_improves": hadamard_improvement,

@@ -23,37 +23,30 @@ PAPER = {
     "question": "Does low-bit QAT stall in flat regions of the loss (Hessian mass near zero, small curvature, more "
                 "so at fewer bits), and do periodic interpolation toward the quantization grid plus noise injection "
                 "(WinQ) make it converge faster and to a better model at the same budget?",
-    "method": "Low-bit QAT of a base model on its pretraining corpus (the table above sets our model, data, schedule "
-              "and seeds beside the paper's) with ParetoQ's per-row quantizers on every attention and MLP linear: "
-              "binary sign(W) alpha (1 bit), stretched elastic quantization (1.58 and 2 bits), LSQ (3 and 4 bits), "
-              "learnable per-row scales alpha, optionally 8-bit per-token activations or a Hadamard rotation "
-              "(QuEST-style). Four methods share the step budget, the schedule and, per seed, the data order: the "
-              "baseline (ParetoQ QAT); WinQ, which after optimizer steps K, 2K, ..., N (counted from 1, the last "
-              "included, as the authors' callback) sets each latent weight W <- (1 - a) W + a Q(W) (a = 0.8, Q "
-              "without noise) and adds Gaussian noise to the latent weights and scales in every training forward; and "
-              "the two ablations (interpolation only, noise only). The interpolation leaves Q(W) unchanged: it acts "
-              "only if a weight it moved to its level can travel to a code boundary within a period. The regime card "
-              "after the claims measures that travel, the move of one step and the quantized share of the parameters "
-              "on our base model and schedule beside the paper's; a claim whose mechanism needs a quantity outside its "
-              "bounds is not testable at this scale, its estimate kept. The speedup is read from the "
-              "validation-perplexity curves (the same seed's baseline's steps to its final value over the method's); "
-              "every final model is checkpoint-quantized (packed codes and the learned float32 scales, rebuilt "
-              "bit-exactly) and evaluated on the held-out test split and zero-shot tasks. The Hessian of the training "
-              "loss over the quantized layers' latent weights (through the straight-through estimator, on a fixed "
-              "batch, the same SLQ probes for every model) is estimated by stochastic Lanczos quadrature; its "
-              "near-zero mass is read at the paper's absolute threshold (|eigenvalue| < 1e-3; the authors' notebook's "
-              "1.5e-3 in the detail) and relative to the largest |eigenvalue|. Every run also records, at the "
-              "interpolation boundaries K, 2K, ... (in the runs without interpolation too, so that they pair step "
-              "for step), the share of codes changed over each period and the share of latent weights within the "
-              "next period's travel of a code boundary right before and right after the interpolation, and at every "
-              "evaluation the authors' stagnation statistic, the relative gradient norm ||grad_W L|| / ||W|| of the "
-              "quantized weights on fixed training batches; neither changes the training. A claim's estimate is "
-              "the seed mean of its per-seed statistic with a t-interval over seeds, widened by the paired bootstrap "
-              "over the evaluation units the seeds share (test windows, zero-shot examples, SLQ probes); trajectory "
-              "statistics (gradient norms, curves, speedups, the diagnostics) have the t-interval alone. Identities "
-              "(bits per weight, scores that rebuild the metrics, spectral masses, the interpolation count N // K, the "
-              "codes every interpolation keeps, the seeds each cell recorded) are implementation checks that stop the "
-              "build when broken.",
+    # one step a line, each starting "- " (the report template renders the lines as a list)
+    "method": "\n".join([
+        "- QAT of the base model on its pretraining corpus (the setup table above), ParetoQ's per-row quantizers on "
+        "every attention and MLP linear (sign at 1 bit, stretched elastic at 1.58 and 2, LSQ at 3 and 4; learnable "
+        "scales); optionally 8-bit per-token activations or a QuEST-style Hadamard rotation.",
+        "- Four methods share the step budget, the schedule and, per seed, the data order: the baseline (ParetoQ "
+        "QAT), WinQ, and its two ablations (interpolation only, noise only).",
+        "- Interpolation: after optimizer steps K, 2K, ..., N, W <- 0.2 W + 0.8 Q(W) (Q without noise). It keeps "
+        "every code, so it acts only if a weight can then reach a code boundary within a period: the regime card "
+        "measures that reach, and a claim that needs it outside its bounds is not testable here.",
+        "- Noise: Gaussian noise on the latent weights and scales in every training forward.",
+        "- Speed: the same seed's baseline's steps to its final validation perplexity over the method's. Quality: "
+        "every final model checkpoint-quantized (packed codes, learned float32 scales) and scored on the held-out "
+        "test split and zero-shot tasks.",
+        "- Curvature: the Hessian of the loss over the quantized layers' latent weights by stochastic Lanczos "
+        "quadrature (one batch and the same probes for every model); its mass near zero at the paper's |eigenvalue| "
+        "< 1e-3 and relative to the largest.",
+        "- Diagnostics, leaving training unchanged: at K, 2K, ... the codes changed per period and the weights within "
+        "reach of a code boundary (every method, so that runs pair step for step); at each evaluation the authors' "
+        "||grad_W L|| / ||W||.",
+        "- Intervals: the seed mean of a per-seed statistic, a t-interval over seeds widened by a paired bootstrap "
+        "over the units the seeds share (test windows, zero-shot examples, SLQ probes); trajectory statistics have "
+        "the t-interval alone. Identities are implementation checks that stop the build.",
+    ]),
 }
 
 

@@ -25,6 +25,7 @@ from winq_testing import (
     save_planted_model,
     scored_evaluation,
     smoke_config,
+    spec_entries,
 )
 
 from common.report import ClaimSpec, ImplementationCheckFailed, Prediction, claim_specs, claims_document
@@ -35,7 +36,7 @@ from papers.winq.settings import run_settings, training_cells
 from papers.winq.study import study_summary
 
 EVIDENCE = Evidence(level=0.95, resamples=1000, seed=0)
-SPECS = claim_specs(yaml.safe_load(CONFIG.read_text())["winq"]["claims"])
+SPECS = claim_specs(spec_entries(yaml.safe_load(CONFIG.read_text())["winq"]["claims"]))
 SETTINGS = list(yaml.safe_load(CONFIG.read_text())["winq"]["settings"])
 EXAMPLES = 64
 Z = np.array([(-1.0) ** w for w in range(WINDOWS)])  # a zero-sum pattern of window difficulty
@@ -145,7 +146,8 @@ def test_one_seed_has_the_window_interval_alone(tmp_path):
 ABLATION = {"interpolation_alone_improves": ("interpolation", "baseline"),
             "noise_alone_improves": ("noise", "baseline"),
             "winq_beats_interpolation": ("winq", "interpolation"),
-            "winq_beats_noise": ("winq", "noise")}
+            "winq_beats_noise": ("winq", "noise"),
+            "interpolation_beats_noise": ("interpolation", "noise")}
 
 
 @pytest.mark.parametrize("cid", list(ABLATION))
@@ -573,7 +575,7 @@ def test_the_table_follows_the_config(tmp_path):
                        ("interpolation_away_from_boundaries", -25.0)):  # winq_testing.STAGNATION and MECHANISM
         assert (by_id[cid].verdict, by_id[cid].estimate.value) == ("reproduced", pytest.approx(value)), cid
     document = claims_document(rows, checks, planted_card())
-    assert document["counts"]["not testable at this scale"] == 3  # W3 twice, Hadamard
+    assert document["counts"]["not testable at this scale"] == 5  # W3 twice, W1A8 twice, Hadamard
     assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
                                                       "spectrum_from_probes", "bits_per_weight_identity",
@@ -608,26 +610,28 @@ def test_every_claim_requires_the_quantized_share_and_the_interpolation_rows_the
         assert "quantized_share" in claim.requires, cid
         travel = {r for r in claim.requires if r.startswith("travel_")}
         if cid.startswith(("winq_", "interpolation_", "hadamard_")):
-            per_setting = cid[-3:] in ("_w1", "_w2", "_w3")
-            bits = {cid[-2:]} if per_setting else {"w2"} if cid.startswith("hadamard_") else {"w1", "w2"}
+            setting = next((cid.removeprefix(f"{p}_") for p in wc.PER_SETTING_ROWS if cid.startswith(f"{p}_")
+                            and cid.removeprefix(f"{p}_") != "pooled"), None)
+            weights = None if setting is None else setting.removesuffix("a8")  # W1A8: the card's 1-bit rows
+            bits = {weights} if weights else {"w2"} if cid.startswith("hadamard_") else {"w1", "w2"}
             assert travel == {f"travel_{b}" for b in bits}, cid
             assert {r for r in claim.requires if r.startswith("step_")} == {f"step_{b}" for b in bits}, cid
         else:
             assert not travel, cid
 
 
+POOLED_INTERPOLATING = {"winq_lower_perplexity_pooled", "interpolation_alone_improves", "winq_beats_interpolation",
+                        "winq_beats_noise", "interpolation_beats_noise", "winq_zero_shot_cloze",
+                        "winq_zero_shot_choice", "interpolation_steepens_largest", "interpolation_steepens_near_zero",
+                        "interpolation_fewer_codes_change", "interpolation_away_from_boundaries"}
+
+
 @pytest.mark.parametrize(("card", "outside"), [
     ({}, set()),
-    ({"travel_w1": 0.1}, {"winq_faster_w1", "winq_lower_perplexity_w1", "winq_lower_perplexity_pooled",
-                          "interpolation_alone_improves", "winq_beats_interpolation", "winq_beats_noise",
-                          "winq_zero_shot_cloze", "winq_zero_shot_choice", "interpolation_steepens_largest",
-                          "interpolation_steepens_near_zero", "interpolation_fewer_codes_change",
-                          "interpolation_away_from_boundaries"}),
-    ({"step_w2": 0.5}, {"winq_faster_w2", "winq_lower_perplexity_w2", "winq_lower_perplexity_pooled",
-                        "interpolation_alone_improves", "winq_beats_interpolation", "winq_beats_noise",
-                        "winq_zero_shot_cloze", "winq_zero_shot_choice", "interpolation_steepens_largest",
-                        "interpolation_steepens_near_zero", "interpolation_fewer_codes_change",
-                        "interpolation_away_from_boundaries", "hadamard_winq_improves"}),
+    ({"travel_w1": 0.1}, {"winq_faster_w1", "winq_lower_perplexity_w1", "winq_faster_w1a8",
+                          "winq_lower_perplexity_w1a8", *POOLED_INTERPOLATING}),
+    ({"step_w2": 0.5}, {"winq_faster_w2", "winq_lower_perplexity_w2", "hadamard_winq_improves",
+                        *POOLED_INTERPOLATING}),
     ({"quantized_share": 0.32}, set(SPECS)),
 ])
 def test_a_claim_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(tmp_path, card, outside):
@@ -742,7 +746,9 @@ def test_claims_step_writes_the_document(tmp_path):
         (folder / "quantization_config.json").write_text(json.dumps(study.quantized[cell]))
         quantized.append(str(folder))
     config = wc.claims_config(smoke_config())
-    assert set(config) == {"claims", "settings", "regime", "learning_rates", "train", "train_steps", "interpolation"}
+    config["claims"] = spec_entries(config["claims"])
+    assert set(config) == {"claims", "coverage", "settings", "regime", "learning_rates", "train", "train_steps",
+                           "interpolation"}
     save_planted_model(tmp_path / "base")  # 4,608 of 5,328 parameters quantized: every quantity's own bound decides
     out = tmp_path / "claims.json"
     assert main(["claims", "--config-json", json.dumps(config), "--evidence-json",
@@ -762,3 +768,36 @@ def test_claims_step_writes_the_document(tmp_path):
         str(tmp_path / "eval" / f"w2-{m}" / f"seed{k}.json") for k in SEEDS for m in ("winq", "baseline")]
     assert rows["winq_lower_perplexity_w2"]["estimate"]["method"].startswith(SEED_INTERVAL)
     assert all(c["passed"] for c in document["checks"])
+
+
+# ------------------------------------------------------------------------------------ kinds, quotes and coverage
+RAW = yaml.safe_load(CONFIG.read_text())["winq"]
+
+
+def test_rows_of_the_paper_quote_it_and_the_coverage_lists_them():
+    claims, coverage = RAW["claims"], RAW["coverage"]
+    paper = {cid for cid, entry in claims.items() if entry["kind"] == "paper"}
+    assert all(claims[cid]["quote"].strip() and claims[cid]["where"].startswith("arXiv:2605.17471v1")
+               for cid in paper)
+    listed = [cid for entry in coverage for cid in entry.get("rows", [])]
+    assert sorted(listed) == sorted(paper)  # every paper row under exactly one claim, and only paper rows
+    assert all(("rows" in entry) != ("not_tested" in entry) for entry in coverage)
+    # our findings: a second reading, our scale-free threshold, the mechanism's measurements, a claim the paper
+    # does not make
+    assert {cid for cid, entry in claims.items() if entry["kind"] == "finding"} == {
+        "baseline_stagnates_grad_norm", "flat_near_zero_relative_w1", "interpolation_fewer_codes_change",
+        "interpolation_away_from_boundaries", "winq_faster_w3"}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "full", "paper", "standin"])
+def test_every_profile_has_the_rows_its_study_computes(profile):
+    """Each setting a profile's study compares WinQ with the baseline in has its per-setting rows (the paper
+    profile's W1A8 among them), so that its claims step finds every id it computes."""
+    from papers.winq.settings import profile_config
+
+    active = profile_config(RAW, profile)
+    computed = [s for s in active["study_settings"] if not active["settings"][s].get("hadamard")
+                and {"winq", "baseline"} <= set(active["compared"].get(s, []))]
+    missing = [wc.claim_id(prefix, s) for prefix in wc.PER_SETTING_ROWS for s in computed
+               if wc.claim_id(prefix, s) not in SPECS]
+    assert not missing

@@ -17,6 +17,7 @@ from winq_testing import (
     hessian_cell,
     planted_card,
     smoke_config,
+    spec_entries,
 )
 
 matplotlib.use("Agg")
@@ -184,7 +185,8 @@ def test_context_and_render(summary, evaluations, tmp_path):
     config = yaml.safe_load(CONFIG.read_text())["winq"]
     study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
                   list(config["settings"]))
-    claims = claims_document(claim_rows(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0)), [],
+    specs = claim_specs(spec_entries(config["claims"]))
+    claims = claims_document(claim_rows(specs, study, Evidence(0.95, 1000, 0)), [],
                              planted_card(travel_w1=0.1))
     pngs = []
     for figure_id in FIGURES:
@@ -204,7 +206,7 @@ def test_context_and_render(summary, evaluations, tmp_path):
     assert context["setup"][0] == {"aspect": "Model", "paper": config["paper_setup"]["Model"],
                                    "ours": setup_ours(smoke_config(), FACTS, "sotu")["Model"]}
     assert [row["id"] for row in context["regime"]] == list(config["regime"])
-    assert context["outside_regime"] == 12  # the rows that require travel_w1
+    assert context["outside_regime"] == 15  # the rows that require travel_w1
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
                                                                hessian_table(summary)["caption"][:10]]
     runs = context["tables"][0]
@@ -231,7 +233,8 @@ def test_the_context_step_reads_the_base_models_config(summary, evaluations, tmp
     config = smoke_config()
     study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
                   list(config["settings"]))
-    claims = claims_document(claim_rows(claim_specs(config["claims"]), study, Evidence(0.95, 1000, 0)), [],
+    specs = claim_specs(spec_entries(config["claims"]))
+    claims = claims_document(claim_rows(specs, study, Evidence(0.95, 1000, 0)), [],
                              planted_card())
     paths = {name: tmp_path / f"{name}.json" for name in ("summary", "claims")}
     paths["summary"].write_text(json.dumps(summary))
