@@ -25,7 +25,6 @@ from winq_testing import (
     save_planted_model,
     scored_evaluation,
     smoke_config,
-    spec_entries,
 )
 
 from common.report import ClaimSpec, ImplementationCheckFailed, Prediction, claim_specs, claims_document
@@ -36,7 +35,7 @@ from papers.winq.settings import run_settings, training_cells
 from papers.winq.study import study_summary
 
 EVIDENCE = Evidence(level=0.95, resamples=1000, seed=0)
-SPECS = claim_specs(spec_entries(yaml.safe_load(CONFIG.read_text())["winq"]["claims"]))
+SPECS = claim_specs(yaml.safe_load(CONFIG.read_text())["winq"]["claims"])
 SETTINGS = list(yaml.safe_load(CONFIG.read_text())["winq"]["settings"])
 EXAMPLES = 64
 Z = np.array([(-1.0) ** w for w in range(WINDOWS)])  # a zero-sum pattern of window difficulty
@@ -575,7 +574,8 @@ def test_the_table_follows_the_config(tmp_path):
                        ("interpolation_away_from_boundaries", -25.0)):  # winq_testing.STAGNATION and MECHANISM
         assert (by_id[cid].verdict, by_id[cid].estimate.value) == ("reproduced", pytest.approx(value)), cid
     document = claims_document(rows, checks, planted_card())
-    assert document["counts"]["not testable at this scale"] == 5  # W3 twice, W1A8 twice, Hadamard
+    assert document["counts"]["not testable at this scale"] == 4  # W3 perplexity, W1A8 twice, Hadamard
+    assert document["counts_by_kind"]["finding"]["not testable at this scale"] == 1  # W3 speed (the paper: a tie)
     assert document["outside_regime"] == 0
     assert [c["id"] for c in document["checks"]] == ["paired_test_units", "scores_give_metrics",
                                                       "spectrum_from_probes", "bits_per_weight_identity",
@@ -746,7 +746,6 @@ def test_claims_step_writes_the_document(tmp_path):
         (folder / "quantization_config.json").write_text(json.dumps(study.quantized[cell]))
         quantized.append(str(folder))
     config = wc.claims_config(smoke_config())
-    config["claims"] = spec_entries(config["claims"])
     assert set(config) == {"claims", "coverage", "settings", "regime", "learning_rates", "train", "train_steps",
                            "interpolation"}
     save_planted_model(tmp_path / "base")  # 4,608 of 5,328 parameters quantized: every quantity's own bound decides
@@ -756,7 +755,8 @@ def test_claims_step_writes_the_document(tmp_path):
                  "--evaluations", *evaluations, "--quantized", *quantized, "--base-model", str(tmp_path / "base"),
                  "--out", str(out)]) == 0
     document = json.loads(out.read_text())
-    assert set(document) == {"rule", "claims", "checks", "counts", "outside_regime", "regime"}
+    assert set(document) == {"rule", "claims", "checks", "counts", "counts_by_kind", "not_counted", "outside_regime",
+                             "regime", "coverage"}
     card = {row["id"]: row for row in document["regime"]}
     assert list(card) == list(config["regime"])
     assert card["quantized_share"]["ours"] == 4608 / 5328

@@ -17,7 +17,6 @@ from winq_testing import (
     hessian_cell,
     planted_card,
     smoke_config,
-    spec_entries,
 )
 
 matplotlib.use("Agg")
@@ -185,7 +184,7 @@ def test_context_and_render(summary, evaluations, tmp_path):
     config = yaml.safe_load(CONFIG.read_text())["winq"]
     study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
                   list(config["settings"]))
-    specs = claim_specs(spec_entries(config["claims"]))
+    specs = claim_specs(config["claims"])
     claims = claims_document(claim_rows(specs, study, Evidence(0.95, 1000, 0)), [],
                              planted_card(travel_w1=0.1))
     pngs = []
@@ -233,7 +232,7 @@ def test_the_context_step_reads_the_base_models_config(summary, evaluations, tmp
     config = smoke_config()
     study = Study(summary, evaluations, {}, "summary.json", {cell: f"{cell}.json" for cell in evaluations},
                   list(config["settings"]))
-    specs = claim_specs(spec_entries(config["claims"]))
+    specs = claim_specs(config["claims"])
     claims = claims_document(claim_rows(specs, study, Evidence(0.95, 1000, 0)), [],
                              planted_card())
     paths = {name: tmp_path / f"{name}.json" for name in ("summary", "claims")}

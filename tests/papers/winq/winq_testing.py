@@ -46,15 +46,6 @@ MECHANISM["winq"] = MECHANISM["interpolation"]
 STAGNATION = [0.5, 0.25, 0.25, 0.125, 0.0625, 0.0625]  # relative gradient norm after 2, 4, ..., 12 steps: 1/4 decay
 
 
-def spec_entries(entries):
-    """The config's ``claims:`` entries with only the fields :func:`common.report.claim_specs` reads (the kinds,
-    quotes and places in the paper of ``workflow/schemas/claims.schema.yaml`` pass once it reads them too)."""
-    from common.report.claims import OPTIONAL_SPEC_FIELDS, SPEC_FIELDS
-
-    known = (*SPEC_FIELDS, *OPTIONAL_SPEC_FIELDS)
-    return {cid: {k: v for k, v in entry.items() if k in known} for cid, entry in entries.items()}
-
-
 def smoke_config():
     """The smoke profile of the real config (seeds 0 and 1, 12 steps, eval every 2) with a second setting for the
     pooled and per-setting rows: W1 x every method and W2 x {baseline, winq} (the profile itself trains W1 only)."""
