@@ -43,7 +43,7 @@ def train_run(args: argparse.Namespace) -> None:
     settings = run_settings(config, args.run_name)
     maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
                   args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
-                  fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
+                  fmt=config["format"], observer_options=settings["observer_options"], max_val=settings["max_val"],
                   history_unit=config["history_unit"], amax_reduction=config["amax_reduction"],
                   device=device_setting(args))
 
@@ -115,8 +115,8 @@ def claims(args: argparse.Namespace) -> None:
 
     config = json_object(args.config_json)
     study = paper.Study.read(config, args.evaluations, args.logs, args.telemetry, args.observer_study)
-    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args), regime_card(study),
-                 "maxwindow_hif8")
+    write_claims(args.out, paper.claims, paper.spec_entries(config["claims"]), study, evidence_settings(args),
+                 regime_card(study), "maxwindow_hif8")
 
 
 def cited_path(paths: Sequence[str], suffix: str) -> str:

@@ -45,6 +45,7 @@ from papers.maxwindow_hif8.claims import (
     observer_checks,
     pairing_checks,
     saturation_sums,
+    spec_entries,
     step_sums,
     study_checks,
     telemetry_check,
@@ -57,7 +58,7 @@ from papers.maxwindow_hif8.study import observer_cell
 
 SETTINGS = Evidence(0.95, 1000, 0)
 OBSERVERS = Artifact("cell.json", observer_cell(smoke_config()))  # the synthetic study: the checks read it, no row
-SPECS = claim_specs(raw_config()["claims"])
+SPECS = claim_specs(spec_entries(raw_config()["claims"]))
 SEEDS = (0, 1, 2)  # the default profile's
 W = 4  # the smoke profile's warmup
 RECIPE, MOST_RECENT = f"max_window-lrlow-w{W}", f"most_recent-lrlow-w{W}"
@@ -855,7 +856,7 @@ def test_claims_in_the_report_order(paper):
 
 
 def test_claims_refuses_specs_that_do_not_match(paper):
-    extra = claim_specs({**raw_config()["claims"], "new_claim": raw_config()["claims"]["forgets_bf16"]})
+    extra = claim_specs(spec_entries({**raw_config()["claims"], "new_claim": raw_config()["claims"]["forgets_bf16"]}))
     with pytest.raises(ValueError, match=r"no computation for \['new_claim'\], no spec for nothing"):
         claims(extra, paper, SETTINGS)
     fewer = {k: v for k, v in SPECS.items() if k != "forgets_bf16"}

@@ -20,6 +20,7 @@ from common.report.figures import save_figure
 from common.uncertainty import Evidence
 from papers.maxwindow_hif8 import figures
 from papers.maxwindow_hif8.claims import claims as paper_claims
+from papers.maxwindow_hif8.claims import spec_entries
 from papers.maxwindow_hif8.context import PAPER, build_context, drop_table, observer_table, run_table, saturation_table
 from papers.maxwindow_hif8.regime import regime_card
 from papers.maxwindow_hif8.settings import run_names
@@ -234,7 +235,7 @@ def test_plot_observer_study_one_kind(cell, close):
 def claims(study):
     """The claims document of the paper-like study."""
     artifacts = study_artifacts(study)
-    rows, checks = paper_claims(claim_specs(raw_config()["claims"]), artifacts, Evidence(0.95, 1000, 0))
+    rows, checks = paper_claims(claim_specs(spec_entries(raw_config()["claims"])), artifacts, Evidence(0.95, 1000, 0))
     return claims_document(rows, checks, regime_card(artifacts))
 
 

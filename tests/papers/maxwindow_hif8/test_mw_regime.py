@@ -10,7 +10,7 @@ from mw_testing import PAPER_LIKE, build_study, raw_config, study_artifacts
 
 from common.report import claim_specs, claims_document
 from common.uncertainty import Evidence
-from papers.maxwindow_hif8.claims import Artifact, claim_rows
+from papers.maxwindow_hif8.claims import Artifact, claim_rows, spec_entries
 from papers.maxwindow_hif8.regime import (
     entries_per_step,
     lr_ratio,
@@ -22,7 +22,7 @@ from papers.maxwindow_hif8.regime import (
 )
 from papers.maxwindow_hif8.settings import profile_config
 
-SPECS = claim_specs(raw_config()["claims"])
+SPECS = claim_specs(spec_entries(raw_config()["claims"]))
 SETTINGS = Evidence(0.95, 1000, 0)
 IDS = ["lr_ratio", "warmup_share", "window_steps", "quantized_share"]
 

@@ -31,12 +31,12 @@ def raw():
 
 
 @pytest.mark.parametrize(("profile", "runs", "seeds", "accumulation"),
-                         [("smoke", 6, [0, 1], 2), ("default", 9, [0, 1, 2], 8), ("full", 9, [0, 1, 2], 8)])
+                         [("smoke", 7, [0, 1], 2), ("default", 10, [0, 1, 2], 8), ("full", 10, [0, 1, 2], 8)])
 def test_every_profile_validates(raw, profile, runs, seeds, accumulation):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
     validate(active, SCHEMA)
-    assert len(run_names(active)) == runs  # smoke: most_recent and max_window only
+    assert len(run_names(active)) == runs  # smoke: most_recent and max_window only, and the control
     assert active["seeds"] == seeds
     assert active["train"]["grad_accum"] == accumulation
     assert active["history_unit"] == "call"
