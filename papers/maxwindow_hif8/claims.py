@@ -573,6 +573,7 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
         "control_choice_acc_norm": partial(accuracy_claim, treated=bf16(control), reference=bf16_low,
                                            task="choice"),
         "control_ablation_pretrain": partial(pretrain, treated=bf16(control), reference=bf16(recipe_run)),
+        "control_most_recent_saturates_input": partial(saturation_claim, run=most_recent, roles=("input",)),
     }
 
 
