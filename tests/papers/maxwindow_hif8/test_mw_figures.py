@@ -336,7 +336,8 @@ def test_build_context(summary, cell, claims, setup):
 
 def test_build_context_refuses_a_typed_verdict(summary, cell, claims, setup):
     bad = {**claims, "claims": [*claims["claims"][:-1], {**claims["claims"][-1], "verdict": "confirmed"}]}
-    with pytest.raises(ValueError, match=r"claim 'control_most_recent_saturates_input': verdict 'confirmed' is not one of"):
+    last = claims["claims"][-1]["id"]  # control_most_recent_saturates_input
+    with pytest.raises(ValueError, match=rf"claim '{last}': verdict 'confirmed' is not one of"):
         build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=bad, setup=setup,
                       figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
 
