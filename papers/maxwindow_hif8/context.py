@@ -34,7 +34,7 @@ PAPER = {
               "are those the claims compare: BF16 at both learning rates, the recipe (max_window, BF16 warmup, low "
               "rate), its one-change ablations (most_recent, no warmup, high rate), current scaling at both rates and "
               "exp_smooth, each with every seed (two runs of one seed see the same batches), and the negative control "
-              "of the near-lossless bounds: the recipe with max_val 2^-12, every tensor in HiF8's coarse outer tiers "
+              "of the near-lossless bounds: the recipe with max_val 2^-14, every tensor in HiF8's coarse outer tiers "
               "(a bound it does not break is too loose to count). Every trained model is "
               "evaluated in BF16 (its latent weights, the paper's lm-eval comparison) and after the HiF8 checkpoint "
               "quantization (HiF8 weight codes, HiF8 inputs with the current amax). Saturation is scale-induced: a "

@@ -90,7 +90,7 @@ def test_the_negative_control_run(raw):
     assert name == "max_window-lrlow-w40-coarse_scale" == run_names(active)[-1]
     settings = run_settings(active, name)
     assert (settings["observer"], settings["rate"], settings["warmup_steps"]) == ("max_window", "low", 40)
-    assert (settings["variant"], settings["max_val"]) == ("coarse_scale", 2.0**-12)  # the recipe but its scale
+    assert (settings["variant"], settings["max_val"]) == ("coarse_scale", 2.0**-14)  # the recipe but its scale
     with pytest.raises(ValueError, match="variant 'other' is not among"):
         run_settings(active, "max_window-lrlow-w40-other")
     with pytest.raises(ValueError, match="no control run of variant"):
