@@ -43,7 +43,7 @@ def train_run(args: argparse.Namespace) -> None:
     settings = run_settings(config, args.run_name)
     maxwindow_run(args.init, args.train, args.validation, train_config(config, settings["rate"], args.seed),
                   args.run_dir, args.out, observer=settings["observer"], warmup_steps=settings["warmup_steps"],
-                  fmt=config["format"], observer_options=settings["observer_options"], max_val=config["max_val"],
+                  fmt=config["format"], observer_options=settings["observer_options"], max_val=settings["max_val"],
                   history_unit=config["history_unit"], amax_reduction=config["amax_reduction"],
                   device=device_setting(args))
 

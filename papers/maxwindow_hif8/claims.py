@@ -10,7 +10,8 @@ checkpoint quantization, BF16 ones as trained):
 * relative accuracy drop ``(acc_b - acc_a) / acc_b = 1 - C_a / C_b`` with ``C`` the correct answers over the same
   examples (cloze ``acc``, choice ``acc_norm``: :func:`accuracy_drop`);
 * training-loss APE ``mean_{t >= W} |L_t - L_t^BF16| / L_t^BF16`` over the steps with HiF8 on
-  (:func:`loss_ape_claim`, :func:`loss_sums`);
+  (:func:`loss_ape_claim`, :func:`loss_sums`), and the signed change ``mean_t L_t / R_t - 1`` of one run's training
+  loss against another's over every step (:func:`loss_change_claim`: does the loss show forgetting);
 * the fraction of saturating layer-calls ``f = sum_t o_t / sum_t c_t`` with ``c_t`` the layer-calls of step ``t``
   with a delayed scale (cold starts excluded) and ``o_t`` those whose amax exceeded the predicted amax
   (:func:`step_sums` of :func:`saturation_sums`), and the difference ``f_a - f_b`` of two runs of one seed on the
@@ -32,6 +33,14 @@ and says "1 seed".
 The forgetting rows compare the high learning rate with the low one; how much the low rate keeps of the pretraining
 corpus is the regime that comparison rests on, so each of them shows it in its detail (:func:`forgetting_claim`):
 ``P_low / P_base - 1`` of bf16-lrlow vs the base model on the pretraining corpus. It is no claim of its own.
+
+Kinds (``kind:`` of each row, issue 36): ``paper`` rows test a sentence of the paper (``quote``); ``finding`` rows
+are ours (the HiF8-deployed recipe, how often the recipe saturates in training); ``check`` rows hold by the observers'
+definitions on any noisy amax trace (most_recent saturates, max_window saturates less on inputs and output
+gradients, CTS jitters, the EMA saturates more) and are implementation checks; ``control`` rows are the negative
+controls of the near-lossless bounds: the recipe with a broken scale (``variants.coarse_scale``, run
+``max_window-lrlow-wW-coarse_scale``), which should break each bound its bound row (``control:``) stays within.
+The learning rates were picked on seed 0 (config ``learning_rates``); the forgetting rows include seed 0 and say so.
 
 Saturation is *scale-induced*: a layer-step saturates when its amax exceeds the amax its delayed scale was predicted
 from (``overflow`` in the telemetry). With ``max_val = 15`` and HiF8's largest finite value 2^15 the format itself
@@ -62,7 +71,7 @@ from common.recipes import ROLES
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
 from common.uncertainty import Estimate, Evidence, log_perplexity, resample_counts, seed_estimate, trajectory_estimate
 
-from .settings import recipe, run_names, run_settings
+from .settings import control_run, recipe, run_names, run_settings
 from .study import loss_errors, read_losses, read_telemetry
 
 PRECISIONS = {"hif8": "HiF8", "bf16": "BF16"}
@@ -127,7 +136,9 @@ class Study:
     def _get(self, table: Mapping[Any, Artifact], key: Any, run: str, what: str) -> Artifact:
         if run != "base" and run not in run_names(self.config):
             observers = ", ".join(self.config["observers"])
-            raise NotTestableError(f"this profile trains no run {run!r} (observers: {observers})")
+            variants = ", ".join(self.config.get("variants", {})) or "none"
+            raise NotTestableError(f"this profile trains no run {run!r} (observers: {observers}; control variants: "
+                                   f"{variants})")
         if key not in table:
             raise ValueError(f"run {run!r} has no {what} ({key!r} not among the artifacts read)")
         return table[key]
@@ -372,9 +383,8 @@ def loss_ape_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: st
                    ) -> Claim:
     """Row: the training-loss APE of ``run`` vs ``reference`` (same seed) over the steps from ``run``'s warmup on,
     :func:`step_estimate` over the seeds."""
-    warmup = run_settings(study.config, run)["warmup_steps"]
-
     def measure(data: Sequence[Mapping[int, float]]) -> tuple[Estimate, str]:
+        warmup = run_settings(study.config, run)["warmup_steps"]  # the run is in the study (read() checked)
         errors = [loss_errors(losses, base, warmup) for losses, base in _pairs(data)]
         estimate = step_estimate([loss_sums(e) for e in errors], lambda s: fraction(s, "error", "steps"),
                                  settings, "training steps")
@@ -386,16 +396,40 @@ def loss_ape_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: st
                 measure)
 
 
-def saturation_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str) -> Claim:
-    """Row: the saturating fraction of ``run``'s calls over every tensor role, over the seeds."""
+def saturation_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str,
+                     roles: Sequence[str] = ROLES) -> Claim:
+    """Row: the saturating fraction of ``run``'s calls of ``roles`` (every tensor role unless given), over the
+    seeds."""
     def measure(data: Sequence[Sequence[Mapping[str, Any]]]) -> tuple[Estimate, str]:
-        sums = [step_sums(rows, saturation_sums) for rows in data]
+        sums = [step_sums(rows, saturation_sums, roles) for rows in data]
         counts = "; ".join(f"{int(s.columns['o'].sum())} of {int(s.columns['c'].sum())}" for s in sums)
         return step_estimate(sums, lambda s: fraction(s, "o", "c"), settings), (
             f"{run}: saturating layer-calls per seed {study.seeds}: {counts} (steps {sums[0].steps[0]}.."
-            f"{sums[0].steps[-1]}, roles {', '.join(ROLES)})")
+            f"{sums[0].steps[-1]}, roles {', '.join(roles)})")
 
     return _row(spec, lambda: [study.run_telemetry(run, seed) for seed in study.seeds], measure)
+
+
+def loss_change_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str, reference: str) -> Claim:
+    """Row: the signed relative training-loss change of ``run`` vs ``reference`` (same seed),
+    ``mean_t L_t / R_t - 1`` over every step both logs have, :func:`step_estimate` over the seeds."""
+    def measure(data: Sequence[Mapping[int, float]]) -> tuple[Estimate, str]:
+        changes = []
+        for losses, base in _pairs(data):
+            steps = sorted(t for t in losses if t in base)
+            if not steps:
+                raise ValueError(f"{run} and {reference} share no training step")
+            changes.append({t: losses[t] / base[t] - 1 for t in steps})
+        estimate = step_estimate([StepSums(np.array(sorted(c)), {"change": np.array([c[t] for t in sorted(c)]),
+                                                                 "steps": np.ones(len(c))}) for c in changes],
+                                 lambda s: fraction(s, "change", "steps"), settings, "training steps")
+        means = _per_seed([sum(c.values()) / len(c) for c in changes])
+        finals = "; ".join(f"{a[max(a)]:.4g} vs {b[max(b)]:.4g}" for a, b in _pairs(data))
+        return estimate, (f"training loss of {run} vs {reference} at steps {min(changes[0])}..{max(changes[0])}: "
+                          f"mean change per seed {study.seeds} {means}; final loss per seed {finals}")
+
+    return _row(spec, lambda: [a for seed in study.seeds for a in (study.log(run, seed), study.log(reference, seed))],
+                measure)
 
 
 def saturation_difference_claim(spec: ClaimSpec, study: Study, settings: Evidence, *, run: str,
@@ -483,6 +517,7 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
         return ("bf16", run)
 
     pretrain = partial(perplexity_claim, corpus="pretrain")
+    control = control_run(config, "coarse_scale")  # the negative control of the near-lossless bounds
 
     def forgets(row: Row) -> Row:
         return partial(forgetting_claim, row=row)
@@ -493,6 +528,8 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
         "saturating_loss_ape": partial(loss_ape_claim, run=most_recent, reference=bf16_low[1]),
         **{f"max_window_saturates_less_{role}": partial(saturation_difference_claim, run=recipe_run,
                                                          reference=most_recent, roles=(role,)) for role in ROLES},
+        "recipe_saturates_rarely_input": partial(saturation_claim, run=recipe_run, roles=("input",)),
+        "recipe_saturates_on_weight_drift": partial(saturation_claim, run=recipe_run, roles=("weight",)),
         "recipe_loss_ape": partial(loss_ape_claim, run=recipe_run, reference=bf16_low[1]),
         "recipe_pretrain_perplexity": partial(pretrain, treated=bf16(recipe_run), reference=bf16_low),
         "recipe_shift_perplexity": partial(perplexity_claim, treated=bf16(recipe_run), reference=bf16_low,
@@ -506,6 +543,7 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
                                            reference=bf16(current))),
         "forgets_bf16_cloze": forgets(partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="cloze")),
         "forgets_bf16_choice": forgets(partial(accuracy_claim, treated=bf16_high, reference=bf16_low, task="choice")),
+        "forgetting_hidden_in_loss": forgets(partial(loss_change_claim, run=bf16_high[1], reference=bf16_low[1])),
         "ablation_high_lr": partial(pretrain, treated=bf16(f"max_window-lrhigh-w{warmup}"), reference=bf16(recipe_run)),
         "ablation_most_recent": partial(pretrain, treated=bf16(most_recent), reference=bf16(recipe_run)),
         "ablation_no_warmup": partial(pretrain, treated=bf16("max_window-lrlow-w0"), reference=bf16(recipe_run)),
@@ -513,6 +551,17 @@ def claim_rows(config: Mapping[str, Any]) -> dict[str, Row]:
         "cts_hurts": partial(pretrain, treated=bf16(current), reference=bf16(recipe_run)),
         "exp_smooth_saturates": partial(saturation_difference_claim, run=f"exp_smooth-lrlow-w{warmup}",
                                         reference=recipe_run),
+        "control_loss_ape": partial(loss_ape_claim, run=control, reference=bf16_low[1]),
+        "control_loss_ape_saturating": partial(loss_ape_claim, run=control, reference=bf16_low[1]),
+        "control_pretrain_perplexity": partial(pretrain, treated=bf16(control), reference=bf16_low),
+        "control_shift_perplexity": partial(perplexity_claim, treated=bf16(control), reference=bf16_low,
+                                            corpus="shift"),
+        "control_pretrain_perplexity_hif8": partial(pretrain, treated=("hif8", control), reference=bf16_low),
+        "control_cloze_acc": partial(accuracy_claim, treated=bf16(control), reference=bf16_low, task="cloze"),
+        "control_choice_acc_norm": partial(accuracy_claim, treated=bf16(control), reference=bf16_low,
+                                           task="choice"),
+        "control_ablation_pretrain": partial(pretrain, treated=bf16(control), reference=bf16(recipe_run)),
+        "control_most_recent_saturates_input": partial(saturation_claim, run=most_recent, roles=("input",)),
     }
 
 

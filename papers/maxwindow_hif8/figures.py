@@ -18,7 +18,7 @@ from common.analysis.observer_study import TRACE_OPTIONS
 from common.recipes import ROLES
 from common.report.figures import check_figures, lookup_caption, set_report_theme
 
-from .settings import FIGURES
+from .settings import FIGURES, RUN
 from .study import METRIC_LABELS, METRICS
 
 SPIKE_PERIOD = TRACE_OPTIONS["spikes"]["period"]
@@ -66,9 +66,10 @@ def plot_loss_curves(summary: Mapping[str, Any]) -> plt.Figure:
             if row["observer"] is None:
                 ax.plot(loss.index, loss, color="black", linewidth=2.0, label="BF16", zorder=3)
             else:
+                variant = RUN.fullmatch(row["run"])["variant"]  # a negative control: its own label and dots
                 ax.plot(loss.index, loss, color=palette[row["observer"]], linewidth=1.0,
-                        linestyle="-" if row["warmup_steps"] else "--",
-                        label=f"{row['observer']}, warmup {row['warmup_steps']}")
+                        linestyle=":" if variant else "-" if row["warmup_steps"] else "--",
+                        label=f"{row['observer']}, warmup {row['warmup_steps']}" + (f", {variant}" if variant else ""))
         ax.axvline(summary["warmup_steps"], color="grey", linestyle=":", linewidth=1)
         ax.set(xlabel="step", ylabel="training loss", title=f"lr {summary['learning_rates'][rate]:g} ({rate})")
     axes[1].legend(fontsize=6, ncol=2)

@@ -24,7 +24,10 @@ CFG.setdefault("quantization", {})[MW_QUANTIZATION] = {
     "skip_proportion": list(PAPER_SKIP_PROPORTION),
 }
 MW_GRID = json_arg(
-    {k: MW[k] for k in ("observers", "observer_options", "learning_rates", "bf16_warmup_steps", "train", "seeds")}
+    {
+        k: MW[k]
+        for k in ("observers", "observer_options", "learning_rates", "bf16_warmup_steps", "train", "seeds", "variants")
+    }
 )
 # Every trained cell in both precisions (BF16 inference = the paper's evaluation; HiF8 = deployed), and the base model
 MW_EVALUATIONS = [
@@ -42,10 +45,12 @@ def mw_run_config(wildcards):
     """What one run depends on, alone (a changed threshold or another run's setting reruns no training)."""
     settings = run_settings(MW, wildcards.mw_run)
     options = {settings["observer"]: settings["observer_options"]} if settings["observer"] else {}
+    variant = settings["variant"]  # a control's own variant only (another variant's change reruns nothing here)
     return json_arg(
         {
             "format": MW["format"],
             "max_val": MW["max_val"],
+            "variants": {variant: MW["variants"][variant]} if variant else {},
             "history_unit": MW["history_unit"],
             "amax_reduction": MW["amax_reduction"],
             "train": MW["train"],

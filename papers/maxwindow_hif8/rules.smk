@@ -1,5 +1,6 @@
 # Max-Window HiF8 W8A8 QAT: the continual-pretraining runs the claims compare (settings.STUDY_RUNS: BF16 at both
-# learning rates, the recipe and its ablations, CTS and exp_smooth), each with every seed, evaluated on both corpora
+# learning rates, the recipe and its ablations, CTS and exp_smooth; settings.CONTROL_RUNS: the negative controls of
+# the near-lossless bounds, e.g. max_window-lrlow-w40-coarse_scale), each with every seed, evaluated on both corpora
 # in BF16 (as trained) and after the shared HiF8 checkpoint quantization; the study summary, the synthetic observer
 # study, figures (one job, every figure in one process), claims and the report context that workflow/rules/report.smk
 # renders to reports/maxwindow_hif8.html. Every cell <run>/seed<k> is a file target, e.g.
@@ -9,7 +10,7 @@ include: "helpers.smk"
 
 
 wildcard_constraints:
-    mw_run=r"bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+",
+    mw_run=r"bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+(-[a-z_]+)?",
     seed=r"[0-9]+",
 
 
@@ -59,7 +60,7 @@ rule mw_evaluate:
     log:
         f"{LOGS}/maxwindow_hif8/eval/{{cell}}.log",
     wildcard_constraints:
-        cell=r"(bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+)/seed[0-9]+",
+        cell=r"(bf16-lr(high|low)|[a-z_]+-lr(high|low)-w[0-9]+(-[a-z_]+)?)/seed[0-9]+",
     conda:
         CONDA_ENV
     threads: 1
@@ -182,6 +183,7 @@ rule mw_claims:
                     "coverage",
                     "history_unit",
                     "regime",
+                    "variants",
                 )
             }
         ),

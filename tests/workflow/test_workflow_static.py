@@ -66,7 +66,7 @@ def test_default_qat_studies_train_three_seeds_from_their_base_models(dry_runs):
         assert trains, command
         assert all("--init results/models/base/tiny_tied " in line for line in trains), command
         assert {int(line.split(" --seed ")[1].split()[0]) for line in trains} == {0, 1, 2}, command
-    assert plan.count("python -m papers.maxwindow_hif8 train") == 27
+    assert plan.count("python -m papers.maxwindow_hif8 train") == 30  # with the negative control on 3 seeds
 
 
 def planned_outputs(plan: str) -> set[str]:

@@ -62,6 +62,7 @@ SEEDS = (0, 1, 2)  # the default profile's
 W = 4  # the smoke profile's warmup
 RECIPE, MOST_RECENT = f"max_window-lrlow-w{W}", f"most_recent-lrlow-w{W}"
 CURRENT, EXP_SMOOTH = f"current-lrlow-w{W}", f"exp_smooth-lrlow-w{W}"
+CONTROL = f"max_window-lrlow-w{W}-coarse_scale"  # the negative control of the near-lossless bounds
 PERPLEXITY_ROWS = {  # id: (treated, reference, corpus), models as "<precision>/<run>"
     "recipe_pretrain_perplexity": (f"bf16/{RECIPE}", "bf16/bf16-lrlow", "pretrain"),
     "recipe_shift_perplexity": (f"bf16/{RECIPE}", "bf16/bf16-lrlow", "shift"),
@@ -72,15 +73,26 @@ PERPLEXITY_ROWS = {  # id: (treated, reference, corpus), models as "<precision>/
     "ablation_most_recent": (f"bf16/{MOST_RECENT}", f"bf16/{RECIPE}", "pretrain"),
     "ablation_no_warmup": ("bf16/max_window-lrlow-w0", f"bf16/{RECIPE}", "pretrain"),
     "cts_hurts": (f"bf16/{CURRENT}", f"bf16/{RECIPE}", "pretrain"),
+    "control_pretrain_perplexity": (f"bf16/{CONTROL}", "bf16/bf16-lrlow", "pretrain"),
+    "control_shift_perplexity": (f"bf16/{CONTROL}", "bf16/bf16-lrlow", "shift"),
+    "control_pretrain_perplexity_hif8": (f"hif8/{CONTROL}", "bf16/bf16-lrlow", "pretrain"),
+    "control_ablation_pretrain": (f"bf16/{CONTROL}", f"bf16/{RECIPE}", "pretrain"),
 }
 ACCURACY_ROWS = {  # id: (treated, reference, task)
     "recipe_cloze_acc": (f"bf16/{RECIPE}", "bf16/bf16-lrlow", "cloze"),
     "recipe_choice_acc_norm": (f"bf16/{RECIPE}", "bf16/bf16-lrlow", "choice"),
     "forgets_bf16_cloze": ("bf16/bf16-lrhigh", "bf16/bf16-lrlow", "cloze"),
     "forgets_bf16_choice": ("bf16/bf16-lrhigh", "bf16/bf16-lrlow", "choice"),
+    "control_cloze_acc": (f"bf16/{CONTROL}", "bf16/bf16-lrlow", "cloze"),
+    "control_choice_acc_norm": (f"bf16/{CONTROL}", "bf16/bf16-lrlow", "choice"),
 }
-APE_ROWS = {"saturating_loss_ape": (MOST_RECENT, "bf16-lrlow"), "recipe_loss_ape": (RECIPE, "bf16-lrlow")}
+APE_ROWS = {"saturating_loss_ape": (MOST_RECENT, "bf16-lrlow"), "recipe_loss_ape": (RECIPE, "bf16-lrlow"),
+            "control_loss_ape": (CONTROL, "bf16-lrlow"), "control_loss_ape_saturating": (CONTROL, "bf16-lrlow")}
 SATURATION_ROWS = {"most_recent_saturates": MOST_RECENT}
+ROLE_SATURATION_ROWS = {"recipe_saturates_rarely_input": (RECIPE, "input"),  # id: (run, the one role counted)
+                        "recipe_saturates_on_weight_drift": (RECIPE, "weight"),
+                        "control_most_recent_saturates_input": (MOST_RECENT, "input")}
+LOSS_CHANGE_ROWS = {"forgetting_hidden_in_loss": ("bf16-lrhigh", "bf16-lrlow")}  # id: (run, reference)
 DIFFERENCE_ROWS = {  # id: (run, reference, roles counted)
     **{f"max_window_saturates_less_{role}": (RECIPE, MOST_RECENT, (role,)) for role in ROLES},
     "exp_smooth_saturates": (EXP_SMOOTH, RECIPE, ROLES)}
@@ -144,9 +156,9 @@ def spread(seeds, width):
 
 def test_every_spec_has_its_computation_and_every_row_is_tested():
     tested = {*PERPLEXITY_ROWS, *ACCURACY_ROWS, *APE_ROWS, *SATURATION_ROWS, *DIFFERENCE_ROWS, *ERROR_ROWS,
-              *JITTER_ROWS}
+              *JITTER_ROWS, *ROLE_SATURATION_ROWS, *LOSS_CHANGE_ROWS}
     assert set(SPECS) == set(claim_rows(grid())) == tested
-    assert len(SPECS) == 22
+    assert len(SPECS) == 34
     assert "low_lr_keeps_pretraining" not in SPECS  # its threshold was set after the result: no claim
 
 
@@ -155,7 +167,7 @@ def test_specs_state_their_source_and_the_paper():
         assert spec.prediction.source.startswith(("paper:", "reason:")), spec.id
         assert spec.paper
         assert spec.group
-    assert set(raw_config()["claims"]["forgets_bf16"]) == {*SPEC_FIELDS, "requires"}
+    assert set(raw_config()["claims"]["forgets_bf16"]) == {*SPEC_FIELDS, "requires", "kind", "quote", "where"}
     assert "the textbook EMA" in SPECS["exp_smooth_saturates"].paper  # says which exp_smooth it tests
     # the authors' own results beside "Neither fix alone suffices": no most_recent evaluation, no order at lr 1e-4
     assert "evaluate no most_recent model" in SPECS["ablation_most_recent"].paper
@@ -163,8 +175,38 @@ def test_specs_state_their_source_and_the_paper():
     assert "no lr-1e-5 run without the warmup" in SPECS["ablation_no_warmup"].paper
 
 
+def test_kinds_quotes_controls_and_the_coverage_table():
+    entries, coverage = raw_config()["claims"], raw_config()["coverage"]
+    kinds = {cid: entry["kind"] for cid, entry in entries.items()}
+    # identities of the observers' definitions on any noisy amax trace: implementation checks (issue 36)
+    assert {cid for cid, kind in kinds.items() if kind == "check"} == {
+        "most_recent_saturates", "max_window_saturates_less_input", "max_window_saturates_less_grad_output",
+        "cts_jitter", "exp_smooth_saturates"}
+    for cid, entry in entries.items():
+        assert ("quote" in entry and "where" in entry) == (entry["kind"] == "paper"), cid
+        if entry["kind"] == "control":
+            assert entry["direction"] == "above", cid  # each control breaks a bound from above
+    controlled = {cid: entry["control"] for cid, entry in entries.items() if "control" in entry}
+    assert set(controlled.values()) == {cid for cid, kind in kinds.items() if kind == "control"}
+    for cid, control in controlled.items():
+        assert kinds[control] == "control"
+        if entries[cid]["direction"] == "below":  # a bound: its control predicts it broken, at the same threshold
+            assert entries[control]["threshold"] == entries[cid]["threshold"], cid
+    assert {c for c in kinds if c.startswith("recipe_") and entries[c]["direction"] == "below"} <= set(controlled)
+    assert "ablation_no_warmup" in controlled
+    assert "saturating_loss_ape" in controlled
+    listed = [row for entry in coverage for row in entry.get("rows", [])]
+    assert set(listed) == {cid for cid, kind in kinds.items() if kind == "paper"}  # every paper row, only those
+    assert all(("rows" in entry) != ("not_tested" in entry) for entry in coverage)
+    # the forgetting rows say the learning rates were picked on seed 0, which they include
+    for cid in ("forgets_bf16", "forgets_current", "forgets_bf16_cloze", "forgets_bf16_choice", "ablation_high_lr",
+                "forgetting_hidden_in_loss"):
+        assert "picked on seed 0" in entries[cid]["source"], cid
+
+
 def test_the_paper_numbers_are_the_thresholds():
-    recipe = [c for c in SPECS if c.startswith("recipe_") and c != "recipe_loss_ape"]
+    recipe = [c for c in SPECS if c.startswith("recipe_") and c != "recipe_loss_ape"
+              and not c.startswith("recipe_saturates")]
     assert len(recipe) == 5
     assert {SPECS[c].prediction.threshold for c in recipe} == {0.006}  # <= 0.6% relative drop
     assert {SPECS[c].prediction.direction for c in recipe} == {"below"}
@@ -176,9 +218,10 @@ def test_the_paper_numbers_are_the_thresholds():
 def test_the_groups_in_report_order():
     groups = list(dict.fromkeys(spec.group for spec in SPECS.values()))
     assert groups == ["The training loss hides amax saturation", "max_window removes the saturation most_recent has",
+                      "How often the recipe saturates in training",
                       "The recipe is near-lossless vs BF16 at the same learning rate",
                       "A high learning rate forgets, with or without quantization", "Neither fix alone suffices",
-                      "The other amax algorithms"]
+                      "The other amax algorithms", "Negative controls of the bounds"]
 
 
 def test_evaluation_keys_of_paths():
@@ -411,7 +454,8 @@ def test_a_run_the_profile_does_not_train_is_not_testable(claim_id, run):
     claim = claim_rows(smoke)[claim_id](SPECS[claim_id], artifacts(smoke), SETTINGS)
     assert claim.verdict == "not testable at this scale"
     assert claim.estimate is None
-    assert claim.reason == f"this profile trains no run {run!r} (observers: most_recent, max_window)"
+    assert claim.reason == (f"this profile trains no run {run!r} (observers: most_recent, max_window; control "
+                            "variants: coarse_scale)")
     assert claim.evidence == ()
 
 
@@ -610,6 +654,47 @@ def test_most_recent_saturates(outcome):
                             + "; ".join(f"{c} of {3 * CALLS}" for c in counts)
                             + " (steps 4..11, roles input, weight, grad_output)")  # step 4's second call counts
     assert claim.evidence == tuple(f"telemetry:{MOST_RECENT}/seed{s}" for s in SEEDS)
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+@pytest.mark.parametrize("claim_id", ROLE_SATURATION_ROWS)
+def test_recipe_saturation_of_one_role(claim_id, outcome):
+    spec = SPECS[claim_id]
+    run, role = ROLE_SATURATION_ROWS[claim_id]
+    t = spec.prediction.threshold
+    rates = {"up": (t + 0.09, t + 0.1, t + 0.11), "down": (0.0, 0.0, 0.01), "straddle": (t - 0.05, t, t + 0.05)}
+    config = grid()
+    others = [r for r in ROLES if r != role]  # the other roles saturate far more: not counted
+    telemetry = {(run, s): exact_saturation(config, run, {role: rate, **dict.fromkeys(others, 0.9)}, seed=s)
+                 for s, rate in zip(SEEDS, rates[outcome], strict=True)}
+    claim = claim_rows(config)[claim_id](spec, artifacts(config, telemetry=telemetry), SETTINGS)
+    assert claim.verdict == expected(spec.prediction.direction, outcome)
+    counts = [round(rate * CALLS) for rate in rates[outcome]]
+    assert claim.estimate.value == pytest.approx(np.mean([c / CALLS for c in counts]), abs=1e-15)
+    assert claim.detail.endswith(f"(steps 4..11, roles {role})")
+    assert claim.evidence == tuple(f"telemetry:{run}/seed{s}" for s in SEEDS)
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+@pytest.mark.parametrize("claim_id", LOSS_CHANGE_ROWS)
+def test_loss_change_rows(claim_id, outcome):
+    spec = SPECS[claim_id]
+    run, reference = LOSS_CHANGE_ROWS[claim_id]
+    change = {"up": (0.02, 0.03, 0.04), "down": (-0.04, -0.03, -0.02), "straddle": (-0.02, 0.0, 0.02)}[outcome]
+    losses = {}
+    for seed, c in zip(SEEDS, change, strict=True):
+        base = {t: 4 - t / 16 for t in range(12)}
+        losses[reference, seed] = base
+        losses[run, seed] = {t: v * (1 + c) for t, v in base.items()}
+    evaluations = with_regime("forgets_bf16", {})  # a forgetting row: the regime it rests on in its detail
+    study = artifacts(evaluations=evaluations, losses=losses)
+    claim = claim_rows(study.config)[claim_id](spec, study, SETTINGS)
+    assert claim.verdict == expected(spec.prediction.direction, outcome)
+    assert claim.estimate.value == pytest.approx(np.mean(change), abs=1e-12)
+    assert claim.estimate.method == T_METHOD
+    assert comparison(claim).startswith(f"training loss of {run} vs {reference} at steps 0..11: mean change per seed")
+    assert f"P_low / P_base - 1 = {RETAINED:+.1%} " in claim.detail
+    assert claim.evidence[:2] == (f"log:{run}/seed0", f"log:{reference}/seed0")
 
 
 @pytest.mark.parametrize("outcome", OUTCOMES)
@@ -849,7 +934,7 @@ def test_claims_in_the_report_order(paper):
     assert by_id["saturation_raises_error"].estimate.value == pytest.approx(1.0)
     assert by_id["cts_jitter"].estimate.value == 0.0  # constant planted scales
     document = claims_document(rows, checks, regime_card(paper))
-    assert sum(document["counts"].values()) == 22
+    assert sum(document["counts"].values()) == 34
     assert document["outside_regime"] == 0  # the smoke profile and the planted records: every quantity inside
     assert [Claim.from_dict(row) for row in document["claims"]] == rows
 
@@ -987,7 +1072,7 @@ def test_pairing_checks_fail_on_other_windows_or_examples(paper):
     record["metrics"]["cloze"]["example_correct"].append(1)
     evaluations[bad_key] = Artifact("bad.json", record)
     checks = {c.id: c for c in pairing_checks(evaluations)}
-    records = 1 + 9 * 2 * 2  # the base model, every run in BF16 and HiF8 at both seeds
+    records = 1 + 10 * 2 * 2  # the base model, every run (the control too) in BF16 and HiF8 at both seeds
     assert not checks["same_windows_pretrain"].passed
     assert checks["same_windows_pretrain"].measured == (f"{records} records, 2 distinct window lists (64 windows, 64 "
                                                         "windows)")
@@ -1049,7 +1134,7 @@ def test_study_artifacts_read_from_their_paths(tmp_path, cell):
     logs = argv[argv.index("--logs") + 1:argv.index("--telemetry")]
     telemetry = argv[argv.index("--telemetry") + 1:argv.index("--observer-study")]
     study = Study.read(config, evaluations, logs, telemetry, str(tmp_path / "observer_study.json"))
-    assert len(study.evaluations) == 2 + 9 * 2 * 2 * 2
+    assert len(study.evaluations) == 2 + 10 * 2 * 2 * 2
     assert f"hif8/{RECIPE}/seed1/shift" in study.evaluations
     assert sorted(study.losses) == sorted((run, s) for run in run_names(config) for s in (0, 1))
     assert sorted(study.telemetry) == sorted((run, s) for run in telemetry_runs(config) for s in (0, 1))
@@ -1066,7 +1151,7 @@ def test_claims_step_writes_the_document(tmp_path, cell):
     assert set(document) == {"rule", "claims", "checks", "counts", "outside_regime", "regime"}
     assert [c["id"] for c in document["claims"]] == list(SPECS)
     assert all(c["passed"] for c in document["checks"])
-    assert sum(document["counts"].values()) == 22
+    assert sum(document["counts"].values()) == 34
     # the regime card of the smoke profile and the planted records: every quantity inside its bounds
     assert [(r["id"], r["ours"], r["inside"]) for r in document["regime"]] == [
         ("lr_ratio", pytest.approx(10.0), True), ("warmup_share", 4 / 12, True), ("window_steps", 32.0, True),

@@ -79,8 +79,8 @@ def test_plot_loss_curves(summary, close):
     assert len(fig.axes) == 2
     high, low = fig.axes
     assert [ax.get_title() for ax in fig.axes] == ["lr 0.00015 (high)", "lr 1.5e-05 (low)"]
-    # the study's runs per learning rate (3 high, 6 low) and the warmup marker
-    assert [len(ax.lines) for ax in fig.axes] == [4, 7]
+    # the study's runs per learning rate (3 high, 7 low: the control too) and the warmup marker
+    assert [len(ax.lines) for ax in fig.axes] == [4, 8]
     assert [line.get_linestyle() for line in low.lines].count("--") == 1  # max_window-lrlow-w0
     assert [line.get_linestyle() for line in high.lines[:-1]] == ["-"] * 3
     assert low.lines[-1].get_xdata() == [4, 4]  # the warmup marker at W = 4
@@ -90,7 +90,7 @@ def test_plot_loss_curves(summary, close):
     np.testing.assert_allclose(bf16.get_ydata(), expected, rtol=1e-12)
     labels = [t.get_text() for t in low.get_legend().get_texts()]
     assert labels == ["BF16", "max_window, warmup 4", "most_recent, warmup 4", "max_window, warmup 0",
-                      "current, warmup 4", "exp_smooth, warmup 4"]
+                      "current, warmup 4", "exp_smooth, warmup 4", "max_window, warmup 4, coarse_scale"]
     recipe = low.lines[1]  # the seed mean: 2^-8 above the baseline from the warmup step on, 0.25 before
     losses = [(4 - t / 16) * (1.25 if t < 4 else 1 + 2**-8) for t in range(12)]
     np.testing.assert_allclose(recipe.get_ydata(), pd.Series(losses).rolling(10, min_periods=1).mean(), rtol=1e-12)
@@ -147,10 +147,10 @@ def test_plot_downstream(summary, close):
     assert len(fig.axes) == 2  # the heatmap and its colour bar
     ax = fig.axes[0]
     mesh = ax.collections[0]
-    values = np.asarray(mesh.get_array()).reshape(18, 4)  # 9 runs x (BF16, HiF8) x 4 metrics
+    values = np.asarray(mesh.get_array()).reshape(20, 4)  # 10 runs (the control too) x (BF16, HiF8) x 4 metrics
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[:4] == ["bf16-lrlow (BF16)", "bf16-lrlow (HiF8)", "bf16-lrhigh (BF16)", "bf16-lrhigh (HiF8)"]
-    assert labels[-1] == "exp_smooth-lrlow-w4 (HiF8)"
+    assert labels[-1] == "max_window-lrlow-w4-coarse_scale (HiF8)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pretrain ppl", "cloze acc", "choice acc_norm",
                                                             "shift ppl"]
     np.testing.assert_array_equal(values[[0, 2]], 0.0)  # the baselines as trained
@@ -160,7 +160,7 @@ def test_plot_downstream(summary, close):
     np.testing.assert_array_equal(values[labels.index("current-lrhigh-w4 (BF16)")], 100 * 2**-5)
     np.testing.assert_array_equal(values[labels.index("current-lrhigh-w4 (HiF8)")], 100 * 3 * 2**-6)
     assert mesh.get_clim() == (-4.6875, 4.6875)  # symmetric, the largest |drop| in percent
-    assert len(ax.texts) == 72
+    assert len(ax.texts) == 80  # 20 rows (the control too) x 4 metrics
     assert fig.axes[1].get_ylabel() == "relative drop vs BF16 (%)"
 
 
@@ -182,7 +182,7 @@ def test_plot_forgetting(summary, close):
     ax = fig.axes[0]
     assert len(ax.collections) == 2  # the runs and the base model
     points = np.asarray(ax.collections[0].get_offsets())
-    assert points.shape == (9, 2)
+    assert points.shape == (10, 2)
     expected = [(r["metrics"]["shift_perplexity"], r["metrics"]["pretrain_perplexity"]) for r in summary["runs"]]
     np.testing.assert_array_equal(points, expected)  # seed means, in BF16
     np.testing.assert_array_equal(points[:3], [(24.0, 16.0), (20.0, 20.0), (24 * (1 + 2**-9), 16 * (1 + 2**-9))])
@@ -249,7 +249,7 @@ def test_run_table(summary):
     assert table["columns"] == ["run", "evaluated", "loss APE", "pretrain ppl", "cloze acc", "choice acc_norm",
                                 "shift ppl"]
     assert table["caption"].startswith("Every run, means over seeds 0, 1: ")
-    assert len(table["rows"]) == 9 * 2 + 1
+    assert len(table["rows"]) == 10 * 2 + 1
     assert table["rows"][0] == ["bf16-lrlow", "BF16", "", "16", "0.5", "0.5", "24"]
     # after the checkpoint quantization: 2^-6 worse, 16.25, 0.4921875, 24.375
     assert table["rows"][1] == ["bf16-lrlow", "HiF8", "", "16.25", "0.4922", "0.4922", "24.38"]
@@ -265,7 +265,7 @@ def test_run_table(summary):
 def test_saturation_table(summary):
     table = saturation_table(summary)
     assert table["columns"][-3:] == ["rel. error, saturating", "rel. error, other", "mantissa bits lost"]
-    assert len(table["rows"]) == 7 * 3  # QAT runs x roles; the baselines have none
+    assert len(table["rows"]) == 8 * 3  # QAT runs (the control too) x roles; the baselines have none
     # the recipe (max_window 2^-4, seed means), input: 6 layers x (2 calls x 8 steps - 1) delayed calls
     assert table["rows"][0] == ["max_window-lrlow-w4", "input", "90", "6.25%", "9.77e-04", "1.25e-01", "0.0625",
                                 "0.0312", "1.00"]
@@ -281,7 +281,7 @@ def test_saturation_table(summary):
 def test_drop_table(summary):
     table = drop_table(summary)
     assert table["columns"] == ["run", "evaluated", "pretrain ppl", "cloze acc", "choice acc_norm", "shift ppl"]
-    assert len(table["rows"]) == 9 * 2
+    assert len(table["rows"]) == 10 * 2
     assert table["rows"][:2] == [["bf16-lrlow", "BF16", "+0.00%", "+0.00%", "+0.00%", "+0.00%"],
                                  ["bf16-lrlow", "HiF8", "+1.56%", "+1.56%", "+1.56%", "+1.56%"]]  # 2^-6
     recipe = [r for r in table["rows"] if r[0] == "max_window-lrlow-w4"]
@@ -311,8 +311,8 @@ def test_build_context(summary, cell, claims, setup):
                             seeds={"training data order": 0, "observer study": 0}, stage_seconds={"run": 1.0})
     assert context["paper"] == PAPER
     runs = len(run_names(smoke_config()))
-    assert runs == 9
-    assert [len(t["rows"]) for t in context["tables"]] == [2 * runs + 1, 2 * runs, 7 * 3, 24]
+    assert runs == 10
+    assert [len(t["rows"]) for t in context["tables"]] == [2 * runs + 1, 2 * runs, 8 * 3, 24]
     assert [c["id"] for c in context["claims"]] == list(raw_config()["claims"])
     assert context["claims"] == claims["claims"]
     assert context["checks"] == claims["checks"]
@@ -335,7 +335,8 @@ def test_build_context(summary, cell, claims, setup):
 
 def test_build_context_refuses_a_typed_verdict(summary, cell, claims, setup):
     bad = {**claims, "claims": [*claims["claims"][:-1], {**claims["claims"][-1], "verdict": "confirmed"}]}
-    with pytest.raises(ValueError, match=r"claim 'exp_smooth_saturates': verdict 'confirmed' is not one of"):
+    last = claims["claims"][-1]["id"]  # control_most_recent_saturates_input
+    with pytest.raises(ValueError, match=rf"claim '{last}': verdict 'confirmed' is not one of"):
         build_context(config=smoke_config(), profile="smoke", summary=summary, cell=cell, claims=bad, setup=setup,
                       figures=[], artifacts=[], rerun_examples=[], seeds={}, stage_seconds={})
 

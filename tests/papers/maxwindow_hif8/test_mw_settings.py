@@ -11,6 +11,7 @@ from snakemake.utils import validate
 from common.config import active_profile
 from papers.maxwindow_hif8.settings import (
     STUDY_RUNS,
+    control_run,
     profile_config,
     recipe,
     run_name,
@@ -22,7 +23,8 @@ from papers.maxwindow_hif8.settings import (
 ROOT = Path(__file__).resolve().parents[3] / "papers" / "maxwindow_hif8"
 SCHEMA = str(ROOT / "config.schema.yaml")
 DEFAULT_RUNS = ["bf16-lrlow", "bf16-lrhigh", "max_window-lrlow-w40", "most_recent-lrlow-w40", "max_window-lrlow-w0",
-                "max_window-lrhigh-w40", "current-lrlow-w40", "current-lrhigh-w40", "exp_smooth-lrlow-w40"]
+                "max_window-lrhigh-w40", "current-lrlow-w40", "current-lrhigh-w40", "exp_smooth-lrlow-w40",
+                "max_window-lrlow-w40-coarse_scale"]
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +33,12 @@ def raw():
 
 
 @pytest.mark.parametrize(("profile", "runs", "seeds", "accumulation"),
-                         [("smoke", 6, [0, 1], 2), ("default", 9, [0, 1, 2], 8), ("full", 9, [0, 1, 2], 8)])
+                         [("smoke", 7, [0, 1], 2), ("default", 10, [0, 1, 2], 8), ("full", 10, [0, 1, 2], 8)])
 def test_every_profile_validates(raw, profile, runs, seeds, accumulation):
     validate(dict(raw), SCHEMA)
     active = profile_config(raw, profile)
     validate(active, SCHEMA)
-    assert len(run_names(active)) == runs  # smoke: most_recent and max_window only
+    assert len(run_names(active)) == runs  # smoke: most_recent and max_window only, and the control
     assert active["seeds"] == seeds
     assert active["train"]["grad_accum"] == accumulation
     assert active["history_unit"] == "call"
@@ -64,9 +66,11 @@ def test_the_runs_and_the_recipe(raw):
     assert run_name(None, "high", 0) == "bf16-lrhigh"
     assert run_name("exp_smooth", "low", 7) == "exp_smooth-lrlow-w7"
     assert run_settings(active, "max_window-lrlow-w40") == {"observer": "max_window", "rate": "low", "lr": 1.5e-5,
-                                                            "warmup_steps": 40, "observer_options": {"window": 64}}
+                                                            "warmup_steps": 40, "observer_options": {"window": 64},
+                                                            "variant": None, "max_val": 15.0}
     assert run_settings(active, "bf16-lrhigh") == {"observer": None, "rate": "high", "lr": 1.5e-4,
-                                                   "warmup_steps": 0, "observer_options": {}}
+                                                   "warmup_steps": 0, "observer_options": {}, "variant": None,
+                                                   "max_val": 15.0}
     assert run_settings(active, "current-lrhigh-w40")["observer_options"] == {}
     # a run name outside the study is still a valid name (a user's own cell)
     assert run_settings(active, "exp_smooth-lrhigh-w3")["observer_options"] == {"alpha": 0.1}
@@ -75,7 +79,22 @@ def test_the_runs_and_the_recipe(raw):
 def test_the_runs_of_fewer_observers(raw):
     active = {**profile_config(raw, "default"), "observers": ["max_window", "current"]}
     assert run_names(active) == ["bf16-lrlow", "bf16-lrhigh", "max_window-lrlow-w40", "max_window-lrlow-w0",
-                                 "max_window-lrhigh-w40", "current-lrlow-w40", "current-lrhigh-w40"]
+                                 "max_window-lrhigh-w40", "current-lrlow-w40", "current-lrhigh-w40",
+                                 "max_window-lrlow-w40-coarse_scale"]
+    assert "max_window-lrlow-w40-coarse_scale" not in run_names({**active, "variants": {}})  # no variant, no control
+
+
+def test_the_negative_control_run(raw):
+    active = profile_config(raw, "default")
+    name = control_run(active, "coarse_scale")
+    assert name == "max_window-lrlow-w40-coarse_scale" == run_names(active)[-1]
+    settings = run_settings(active, name)
+    assert (settings["observer"], settings["rate"], settings["warmup_steps"]) == ("max_window", "low", 40)
+    assert (settings["variant"], settings["max_val"]) == ("coarse_scale", 2.0**-14)  # the recipe but its scale
+    with pytest.raises(ValueError, match="variant 'other' is not among"):
+        run_settings(active, "max_window-lrlow-w40-other")
+    with pytest.raises(ValueError, match="no control run of variant"):
+        control_run(active, "other")
     assert run_names({**active, "bf16_warmup_steps": 8})[2] == recipe({"bf16_warmup_steps": 8})
 
 

@@ -35,7 +35,8 @@ from papers.maxwindow_hif8.study import (
 
 METRIC_NAMES = ["pretrain_perplexity", "cloze_acc", "choice_acc_norm", "shift_perplexity"]
 RUNS = ["bf16-lrlow", "bf16-lrhigh", "max_window-lrlow-w4", "most_recent-lrlow-w4", "max_window-lrlow-w0",
-        "max_window-lrhigh-w4", "current-lrlow-w4", "current-lrhigh-w4", "exp_smooth-lrlow-w4"]
+        "max_window-lrhigh-w4", "current-lrlow-w4", "current-lrhigh-w4", "exp_smooth-lrlow-w4",
+        "max_window-lrlow-w4-coarse_scale"]
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +302,7 @@ def test_summary_of_another_warmup(tmp_path):
 def test_summary_of_a_profile_with_two_observers(tmp_path):
     config = smoke_config(observers=["most_recent", "max_window"])
     summary = summarize(build_study(tmp_path, config))
-    assert [r["run"] for r in summary["runs"]] == RUNS[:6]
+    assert [r["run"] for r in summary["runs"]] == [*RUNS[:6], RUNS[-1]]  # and the control
 
 
 # --- the flat table -------------------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ def test_summary_of_a_profile_with_two_observers(tmp_path):
 
 def test_run_table(summary):
     table = run_table(summary)
-    assert len(table) == 9
+    assert len(table) == 10  # 9 runs and the control
     assert table[0] == {"run": "bf16-lrlow", "observer": None, "rate": "low", "warmup_steps": 0,
                         "final_loss": 4.0 - 11 / 16, "loss_ape": None, **BF16_LOW,
                         **{f"drop_{m}": 0.0 for m in METRIC_NAMES}}
