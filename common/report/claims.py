@@ -297,8 +297,8 @@ def apply_regime(claims: Sequence[Claim], regime: Sequence[RegimeRow]) -> list[C
 
 def apply_controls(claims: Sequence[Claim]) -> list[Claim]:
     """Each bound with its ``control_failed`` set from its negative control (a row of ``claims``): empty when the
-    control broke the bound (the control row is reproduced), else why not; the verdict made again by the rule.
-    ValueError naming a control that is not a control row of ``claims``."""
+    control broke the bound (the control row is reproduced), else why not (a control that is not a control row of
+    ``claims`` did not run: the bound is not reproduced either); the verdict made again by the rule."""
     rows = {claim.id: claim for claim in claims}
     out = []
     for claim in claims:
@@ -307,11 +307,13 @@ def apply_controls(claims: Sequence[Claim]) -> list[Claim]:
             continue
         control = rows.get(claim.control)
         if control is None or control.kind != "control":
-            raise ValueError(f"claim {claim.id!r}: its control {claim.control!r} is not a control row of the table")
-        failed = "" if control.verdict == VERDICTS[0] else (
-            f"its negative control {control.id} did not break the bound ({control.verdict}: "
-            f"{control.estimate.format() if control.estimate else 'no estimate'}): the bound is too loose to mean "
-            "anything")
+            failed = f"its negative control {claim.control} is not a control row of this table: it did not run"
+        elif control.verdict != VERDICTS[0]:
+            failed = (f"its negative control {control.id} did not break the bound ({control.verdict}: "
+                      f"{control.estimate.format() if control.estimate else 'no estimate'}): the bound is too loose "
+                      "to mean anything")
+        else:
+            failed = ""
         out.append(replace(claim, control_failed=failed, verdict=rule_verdict(claim.prediction, claim.estimate,
                                                                               claim.outside_regime, failed)))
     return out

@@ -30,7 +30,7 @@ from scipy import stats
 
 from common.quantizers import saturation_summary
 from common.report import Claim, ImplementationCheckFailed, claim_specs, claims_document
-from common.report.claims import SPEC_FIELDS
+from common.report.claims import SPEC_FIELDS, apply_controls, apply_regime
 from common.uncertainty import Evidence
 from papers.maxwindow_hif8.__main__ import main
 from papers.maxwindow_hif8.claims import (
@@ -934,9 +934,11 @@ def test_claims_in_the_report_order(paper):
     assert by_id["saturation_raises_error"].estimate.value == pytest.approx(1.0)
     assert by_id["cts_jitter"].estimate.value == 0.0  # constant planted scales
     document = claims_document(rows, checks, regime_card(paper))
-    assert sum(document["counts"].values()) == 34
+    assert sum(document["counts"].values()) == 17  # the paper's rows; 34 in all
+    assert sum(sum(counts.values()) for counts in document["counts_by_kind"].values()) == 34
     assert document["outside_regime"] == 0  # the smoke profile and the planted records: every quantity inside
-    assert [Claim.from_dict(row) for row in document["claims"]] == rows
+    judged = apply_controls(apply_regime(rows, regime_card(paper)))
+    assert [Claim.from_dict(row) for row in document["claims"]] == judged
 
 
 def test_claims_refuses_specs_that_do_not_match(paper):
@@ -1148,10 +1150,11 @@ def test_study_artifacts_read_from_their_paths(tmp_path, cell):
 def test_claims_step_writes_the_document(tmp_path, cell):
     assert main(write_inputs(tmp_path, cell)) == 0
     document = json.loads((tmp_path / "claims.json").read_text())
-    assert set(document) == {"rule", "claims", "checks", "counts", "outside_regime", "regime"}
+    assert set(document) == {"rule", "claims", "checks", "counts", "counts_by_kind", "not_counted", "outside_regime",
+                             "regime", "coverage"}
     assert [c["id"] for c in document["claims"]] == list(SPECS)
     assert all(c["passed"] for c in document["checks"])
-    assert sum(document["counts"].values()) == 34
+    assert sum(document["counts"].values()) == 17  # the paper's rows; 34 in all
     # the regime card of the smoke profile and the planted records: every quantity inside its bounds
     assert [(r["id"], r["ours"], r["inside"]) for r in document["regime"]] == [
         ("lr_ratio", pytest.approx(10.0), True), ("warmup_share", 4 / 12, True), ("window_steps", 32.0, True),

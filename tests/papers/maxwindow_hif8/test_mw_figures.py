@@ -373,8 +373,10 @@ def test_context_renders_with_the_shared_cli(study, summary, cell, claims, setup
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    assert html.count('class="verdict verdict-reproduced"') == claims["counts"]["reproduced"]
-    assert html.count('class="verdict verdict-contradicted"') == claims["counts"]["contradicted"]
+    assert html.count('class="verdict verdict-reproduced"') == sum(counts["reproduced"]
+                                                                   for counts in claims["counts_by_kind"].values())
+    assert html.count('class="verdict verdict-contradicted"') == sum(counts["contradicted"]
+                                                                     for counts in claims["counts_by_kind"].values())
     assert "Max-Window scale estimation for near-lossless HiF8 W8A8 QAT" in html
     assert "<th>Model and size</th><td>OpenPangu-Embedded-1B (Huawei, pretrained)" in html
     assert 'id="regime-quantized_share"' in html
