@@ -106,7 +106,7 @@ def claims(args: argparse.Namespace) -> None:
     config = json_object(args.config_json)
     study = paper.Study(config, read_json(args.numerical), _read(args.models), args.numerical, args.models,
                         args.paper_results)
-    write_claims(args.out, paper.claims, config["claims"], study, evidence_settings(args),
+    write_claims(args.out, paper.claims, paper.claim_entries(config["claims"]), study, evidence_settings(args),
                  regime_card(config, study.models), "finer_is_better")
 
 

@@ -22,11 +22,12 @@ from pathlib import Path
 import yaml
 
 from common.report import claim_specs
+from papers.finer_is_better.claims import claim_entries
 from papers.finer_is_better.settings import profile_config
 
 CONFIG = profile_config(yaml.safe_load((Path(__file__).resolve().parents[3] / "papers" / "finer_is_better"
                                         / "config.yaml").read_text())["finer_is_better"], "default")
-SPECS = claim_specs(CONFIG["claims"])  # the paper's predictions, as the config states them
+SPECS = claim_specs(claim_entries(CONFIG["claims"]))  # the paper's predictions, as the config states them
 
 GRID = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
 BLOCKS = (4, 8, 16)

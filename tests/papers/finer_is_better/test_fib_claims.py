@@ -16,6 +16,7 @@ from papers.finer_is_better.__main__ import main
 from papers.finer_is_better.authors import RESULTS, gap, load_results
 from papers.finer_is_better.claims import (
     Study,
+    claim_entries,
     claims,
     numerical_checks,
     numerical_claims,
@@ -130,8 +131,8 @@ def planted_sweep(**changes):
 
 def table(points, config=CONFIG):
     """The claims entry point on the planted numerical study and sweep ``points`` (paths ``n.json``, ``m.json``)."""
-    return claims(claim_specs(config["claims"]), Study(config, numerical_summary(), points, "n.json", ["m.json"]),
-                  EVIDENCE)
+    return claims(claim_specs(claim_entries(config["claims"])),
+                  Study(config, numerical_summary(), points, "n.json", ["m.json"]), EVIDENCE)
 
 
 def sweep(points=None, config=CONFIG):
