@@ -46,7 +46,7 @@ from common.theory import crossover
 from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
 from . import authors
-from .model_study import OUR_EXTENSIONS, operand_label
+from .model_study import OPERANDS, OUR_EXTENSIONS, operand_label
 from .numerical import REFERENCE_SCALE, curves, table_from_summary
 from .regime import reversal_sigma
 
@@ -261,7 +261,7 @@ def sweep_claims(sweep: Sweep, operands: str, specs: Mapping[str, ClaimSpec], ev
         missing = sorted({f"{scale} {variant} block {block}" for p in points for scale, variant, block in cells
                           if not sweep.has(p, operands, scale, variant, block)})
         if missing:
-            rows.append(judge(spec, None, evidence=cited, reason=f"this run has no {operand_label(operands)} cell "
+            rows.append(judge(spec, None, evidence=cited, reason=f"this run has no {OPERANDS[operands]} cell "
                               f"{', '.join(missing)}; add it to model.cells and model.block_sizes"))
             return
 
