@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 from common.io import write_json
 from common.uncertainty import Estimate, Evidence
 
-from .coverage import coverage_rows
+from .coverage import computed_rows, coverage_rows
 from .history import prediction_record, row_histories, runs_date
 from .provenance import git_state
 from .regime import RegimeRow, outside_regime
@@ -386,8 +386,9 @@ PaperClaims = Callable[[Mapping[str, ClaimSpec], Any, Evidence], ClaimsResult]
 
 def dated(rows: Sequence[Claim], specs: Mapping[str, ClaimSpec], paper: str,
           root: str | os.PathLike[str] = ".") -> list[Claim]:
-    """``rows`` with their ``dates`` and ``revision`` from git (:func:`common.report.history.row_histories`): when
-    each prediction was last changed, the commit (and dirty flag) the runs were judged at with the date of the
+    """``rows`` with their ``dates`` and ``revision`` from git (:func:`common.report.history.row_histories`; a row
+    ``<id>_<part>`` that a paper derives from config row ``<id>`` takes that row's): when each prediction was last
+    changed, the commit (and dirty flag) the runs were judged at with the date of the
     newest evidence file, and the earlier prediction of a row revised after its results."""
     predictions = {cid: prediction_record(spec.prediction.statistic, spec.prediction.direction,
                                           spec.prediction.threshold, spec.requires) for cid, spec in specs.items()}
@@ -396,7 +397,9 @@ def dated(rows: Sequence[Claim], specs: Mapping[str, ClaimSpec], paper: str,
     state = git_state(root)
     out = []
     for row in rows:
-        history = histories.get(row.id, {"prediction": {"note": "not in the config"}, "revision": {}})
+        source = row.id if row.id in histories else max(
+            (cid for cid in histories if row.id.startswith(f"{cid}_")), key=len, default=row.id)  # a derived row's
+        history = histories.get(source, {"prediction": {"note": "not in the config"}, "revision": {}})
         runs = {"commit": state["commit"], "dirty": state["dirty"], "date": runs_date(row.evidence, root)}
         out.append(replace(row, dates={"prediction": history["prediction"], "runs": runs},
                            revision=history["revision"]))
@@ -407,7 +410,8 @@ def write_claims(out: str | os.PathLike[str], claims: PaperClaims, config: Mappi
                  evidence: Evidence, regime: Sequence[RegimeRow], paper: str,
                  root: str | os.PathLike[str] = ".") -> dict[str, Any]:
     """The claims step of every paper: the specs of the paper config's ``claims:`` (:func:`claim_specs`, errors
-    naming ``<paper>.claims``), its ``coverage:`` table (:func:`common.report.coverage.coverage_rows`), the
+    naming ``<paper>.claims``), its ``coverage:`` table (:func:`common.report.coverage.coverage_rows`, each config
+    row id then replaced by the rows computed from it, :func:`common.report.coverage.computed_rows`), the
     paper's rows and checks on ``study`` dated from the git checkout at ``root`` (:func:`dated`), and
     ``claims.json`` at ``out`` (:func:`claims_document`, the rows judged against the ``regime`` card), written
     atomically; a failed check raises :class:`ImplementationCheckFailed` and writes nothing. Returns the
@@ -418,6 +422,7 @@ def write_claims(out: str | os.PathLike[str], claims: PaperClaims, config: Mappi
     specs = claim_specs(config["claims"], f"{paper}.claims")
     coverage = coverage_rows(config["coverage"], {cid: spec.kind for cid, spec in specs.items()}, f"{paper}.coverage")
     result = claims(specs, study, evidence)
+    coverage = computed_rows(coverage, {row.id: row.kind for row in result.rows}, f"{paper}.coverage")
     document = claims_document(dated(result.rows, specs, paper, root), result.checks, regime, coverage)
     write_json(out, document)
     return document

@@ -50,3 +50,22 @@ def coverage_counts(table: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     tested = sum(bool(entry["rows"]) for entry in table)
     return {"claims": len(table), "tested": tested, "not_tested": len(table) - tested,
             "elsewhere": sum(bool(entry.get("profile")) and not entry["rows"] for entry in table)}
+
+
+def computed_rows(table: Sequence[Mapping[str, Any]], kinds: Mapping[str, str],
+                  where: str = "coverage") -> list[dict[str, Any]]:
+    """The coverage ``table`` with each config row id replaced by the paper rows computed from it (``kinds``: the
+    computed rows' ids -> kind): the row of that id, or the rows ``<id>_<part>`` a paper derives from one config row
+    (one per operand set or variant), in their order. ValueError naming a listed id that yields no paper row."""
+    out = []
+    for entry in table:
+        rows = []
+        for cid in entry["rows"]:
+            derived = [cid] if kinds.get(cid) == "paper" else [
+                row for row, kind in kinds.items() if kind == "paper" and row.startswith(f"{cid}_")]
+            if not derived:
+                raise ValueError(f"{where}: the claim {entry['claim'][:60]!r} lists {cid!r}, which no paper row "
+                                 f"of the claims table comes from")
+            rows += derived
+        out.append({**entry, "rows": rows})
+    return out

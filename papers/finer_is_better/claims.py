@@ -42,14 +42,16 @@ import numpy as np
 import pandas as pd
 
 from common.report import Check, Claim, ClaimSpec, ClaimsResult, judge
+from common.theory import crossover
 from common.uncertainty import Estimate, Evidence, normal_interval, perplexity, perplexity_columns
 
 from . import authors
-from .model_study import operand_label
+from .model_study import OPERANDS, OUR_EXTENSIONS, operand_label
 from .numerical import REFERENCE_SCALE, curves, table_from_summary
 from .regime import reversal_sigma
 
 HEURISTICS = ("absmax", "prevent_zero", "four_over_six", "four_over_six_pz")
+RANKED = (*HEURISTICS, "hierarchical", "hierarchical_four_over_six")  # the ranking row's UE4M3 rules, best last
 FLOAT_SLACK = 1e-9  # relative slack of the implementation checks (float64 means of float32 errors)
 PAPER_CUT = -0.63   # Llama-3.1-8B's block-4 gap 0.725 -> 0.270 with 4/6 (the claim's statistic subtracts it; a test
                     # checks it against the authors' table)
@@ -193,7 +195,9 @@ class Sweep:
         return any(lo <= point["sigma"] <= hi for lo, hi in self.intervals[name])
 
     def select(self, regions: str) -> list[Mapping[str, Any]]:
-        """Points in ``"AB"`` (Region A or B), ``"B-A"`` (B outside A), or ``"above"`` (see the caller)."""
+        """Points in ``"A"`` (Region A), ``"AB"`` (Region A or B) or ``"B-A"`` (B outside A)."""
+        if regions == "A":
+            return [p for p in self.points if self.in_region(p, "A")]
         if regions == "AB":
             return [p for p in self.points if self.in_region(p, "A") or self.in_region(p, "B")]
         if regions == "B-A":
@@ -238,36 +242,76 @@ def point_ratios(sweep: Sweep, operands: str, evidence: Evidence, small: int = 4
 
 
 def sweep_claims(sweep: Sweep, operands: str, specs: Mapping[str, ClaimSpec], evidence: Evidence,
-                 crossover_sigma: float, cited: Sequence[str]) -> list[Claim]:
-    """The model rows of one source model and operand set (module docstring)."""
+                 crossover_sigma: float, cited: Sequence[str], right_arm_sigma: float | None = None) -> list[Claim]:
+    """The model rows of one source model and operand set (module docstring). ``right_arm_sigma``: the theory's
+    UE4M3 16-vs-32 crossover, above which the U's right arm is read (None: the row has no point)."""
     u4, u5 = REFERENCE_SCALE, "ue5m3"
     rows = []
 
-    def extreme(cid: str, points: Sequence[Mapping[str, Any]], variant: str, pick: Callable, why: str) -> None:
+    def extreme(cid: str, points: Sequence[Mapping[str, Any]], ratio: Callable, cells: Sequence[tuple[str, str, int]],
+                pick: Callable, why: str, label: str) -> None:
+        """The row ``cid``: ``pick`` (min or max) over ``points`` of ``ratio(sums, point)``, bootstrapped jointly;
+        not testable when no point lies where ``why`` says or a point lacks one of ``cells`` (scale, variant,
+        block)."""
         spec = specs[cid]
         if not points:
             rows.append(judge(spec, None, reason=f"no sweep point lies {why}; extend the workflow config's "
                                                  "sweep.factors", evidence=cited))
             return
+        missing = sorted({f"{scale} {variant} block {block}" for p in points for scale, variant, block in cells
+                          if not sweep.has(p, operands, scale, variant, block)})
+        if missing:
+            rows.append(judge(spec, None, evidence=cited, reason=f"this run has no {OPERANDS[operands]} cell "
+                              f"{', '.join(missing)}; add it to model.cells and model.block_sizes"))
+            return
 
         def stat(sums: Mapping[str, np.ndarray]) -> np.ndarray:
-            return pick(np.stack([sweep.ratio(sums, p, operands, u4, variant, 4, 16) for p in points]), axis=0)
+            return pick(np.stack([ratio(sums, p) for p in points]), axis=0)
 
         est = sweep.bootstrap(stat, evidence)
-        values = [float(sweep.ratio({k: np.asarray(v.sum()) for k, v in sweep.columns.items()}, p, operands, u4,
-                                    variant, 4, 16)) for p in points]
-        rows.append(judge(spec, est, evidence=cited, detail="ppl(4)/ppl(16) - 1 at " + ", ".join(
+        totals = {k: np.asarray(v.sum()) for k, v in sweep.columns.items()}
+        values = [float(ratio(totals, p)) for p in points]
+        rows.append(judge(spec, est, evidence=cited, detail=f"{label} at " + ", ".join(
             f"sigma {p['sigma']:.3g}: {v:+.3g}" for p, v in zip(points, values, strict=True))))
 
-    in_ab, b_only = sweep.select("AB"), sweep.select("B-A")
+    def blocks(variant: str, small: int = 4, large: int = 16) -> tuple[Callable, list[tuple[str, str, int]]]:
+        """ppl(small)/ppl(large) - 1 of a UE4M3 variant, and the cells it reads."""
+        return ((lambda sums, p: sweep.ratio(sums, p, operands, u4, variant, small, large)),
+                [(u4, variant, small), (u4, variant, large)])
+
+    in_a, in_ab, b_only = sweep.select("A"), sweep.select("AB"), sweep.select("B-A")
     wide = [p for p in sweep.points if p["sigma"] > crossover_sigma]
-    extreme("u_shape_absmax", in_ab, "absmax", np.min, "in Region A or B")
-    extreme("prevent_zero_keeps_u_shape", b_only, "prevent_zero", np.min, "in Region B outside Region A")
-    extreme("four_over_six_removes_u_shape", b_only, "four_over_six", np.max, "in Region B outside Region A")
-    extreme("four_over_six_pz_removes_u_shape", b_only, "four_over_six_pz", np.max,
-            "in Region B outside Region A")
-    extreme("wide_models_intuitive", wide, "absmax", np.max,
-            f"above every UE4M3 crossover of the theory (sigma > {crossover_sigma:.3g})")
+    arm = [p for p in b_only if right_arm_sigma is not None and p["sigma"] > right_arm_sigma]
+    extreme("u_shape_absmax", in_ab, *blocks("absmax"), np.min, "in Region A or B", "ppl(4)/ppl(16) - 1")
+    if "u_shape_right_arm" in specs:
+        extreme("u_shape_right_arm", arm, *blocks("absmax", 32, 16), np.min,
+                "in Region B outside Region A above the theory's 16-vs-32 crossover"
+                + (f" (sigma > {right_arm_sigma:.3g})" if right_arm_sigma is not None else ""), "ppl(32)/ppl(16) - 1")
+    if "prevent_zero_helps_locally" in specs:
+        extreme("prevent_zero_helps_locally", in_a,
+                lambda sums, p: (perplexity(sums, _column(p["model"], operands, u4, "prevent_zero", 4))
+                                 / perplexity(sums, _column(p["model"], operands, u4, "absmax", 4)) - 1),
+                [(u4, "prevent_zero", 4), (u4, "absmax", 4)], np.max, "in Region A",
+                "ppl_pz(4)/ppl_abs(4) - 1")
+    extreme("prevent_zero_keeps_u_shape", b_only, *blocks("prevent_zero"), np.min, "in Region B outside Region A",
+            "ppl(4)/ppl(16) - 1")
+    extreme("four_over_six_removes_u_shape", b_only, *blocks("four_over_six"), np.max,
+            "in Region B outside Region A", "ppl(4)/ppl(16) - 1")
+    extreme("four_over_six_pz_removes_u_shape", b_only, *blocks("four_over_six_pz"), np.max,
+            "in Region B outside Region A", "ppl(4)/ppl(16) - 1")
+    extreme("wide_models_intuitive", wide, *blocks("absmax"), np.max,
+            f"above every UE4M3 crossover of the theory (sigma > {crossover_sigma:.3g})", "ppl(4)/ppl(16) - 1")
+    if "hierarchical_four_over_six_best" in specs:
+        best = "hierarchical_four_over_six"
+        others = [v for v in RANKED if v != best]
+
+        def against(sums: Mapping[str, np.ndarray], p: Mapping[str, Any]) -> np.ndarray:
+            ours = perplexity(sums, _column(p["model"], operands, u4, best, 4))
+            return np.max(np.stack([ours / perplexity(sums, _column(p["model"], operands, u4, v, 4)) - 1
+                                    for v in others]), axis=0)
+
+        extreme("hierarchical_four_over_six_best", in_ab, against, [(u4, v, 4) for v in RANKED], np.max,
+                "in Region A or B", f"largest ppl_hier46(4)/ppl_v(4) - 1 over {', '.join(others)}")
 
     spec = specs["four_over_six_cuts_block4_gap"]
     in_b = [p for p in sweep.points if sweep.in_region(p, "B")]
@@ -361,6 +405,12 @@ def paper_gap_claims(sweeps: Sequence[Sweep], spec: ClaimSpec, gaps: Mapping[str
     return rows
 
 
+def operand_kind(spec: ClaimSpec, operands: str) -> ClaimSpec:
+    """``spec`` as a row of ``operands``: weights only (our extension, :data:`.model_study.OUR_EXTENSIONS`) is our
+    finding whatever the config row's kind; weights + activations keep it."""
+    return replace(spec, kind="finding") if operands in OUR_EXTENSIONS else spec
+
+
 @dataclass(frozen=True)
 class Study:
     """What the claims read: the ``config`` (its ``element``, ``model`` and ``paper_gaps``), the numerical study's
@@ -384,13 +434,14 @@ def claims(specs: Mapping[str, ClaimSpec], study: Study, evidence: Evidence) -> 
     checks = numerical_checks(numerical, study.numerical_path)
     sweeps = sweeps_of(study.models, numerical)
     crossover_sigma = reversal_sigma(config["element"], config["model"]["block_sizes"])
+    right_arm_sigma = crossover(16, config["element"], REFERENCE_SCALE)
     for sweep in sweeps:
         for operands in config["model"]["operands"]:
             suffix = operands if len(sweeps) == 1 else f"{sweep.source}_{operands}"
             label = operand_label(operands) if len(sweeps) == 1 else f"{sweep.source}, {operand_label(operands)}"
-            local = {cid: replace(spec, id=f"{cid}_{suffix}", group=f"{spec.group} ({label})")
-                     for cid, spec in specs.items()}
-            rows += sweep_claims(sweep, operands, local, evidence, crossover_sigma, model_paths)
+            local = {cid: operand_kind(replace(spec, id=f"{cid}_{suffix}", group=f"{spec.group} ({label})"),
+                                       operands) for cid, spec in specs.items()}
+            rows += sweep_claims(sweep, operands, local, evidence, crossover_sigma, model_paths, right_arm_sigma)
     rows += paper_gap_claims(sweeps, specs[PAPER_GAP_CLAIM], config["paper_gaps"],
                              authors.load_results(study.paper_path), evidence, [*model_paths, str(study.paper_path)])
     checks += model_checks(sweeps, model_paths)

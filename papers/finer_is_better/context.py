@@ -96,7 +96,7 @@ def _operands_cell(operands: str) -> str:
 
 def sweep_table(models: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every sweep point's perplexity gaps by operands, scale rule and block size."""
-    caption = ("The sweep: each point's weight sigma (median over the quantized linears), its unquantized "
+    caption = ("The sweep: each point's weight sigma (median over the linears the sweep moves), its unquantized "
                "perplexity (the same function at every point) and the perplexity gap of each cell; operands wa: "
                f"weights and activations (the paper's setting), w: {operand_label('w')}")
     if not any(m["rows"] for m in models):
@@ -148,7 +148,7 @@ def shape_table(models: Sequence[Mapping[str, Any]], paper: pd.DataFrame, blocks
                  _entries({label: _best(ours, point, shared) for point, label in points.items()})])
     return {"caption": f"The paper's shape statistics beside ours, weights + activations: the paper's computed from "
                        f"the authors' published gaps ({authors.citation(source)}) per model, ours from this run's "
-                       f"points (sigma: the weight sigma of the quantized linears)",
+                       f"points (sigma: the weight sigma of the linears the sweep moves)",
             "columns": ["statistic", "the paper (the authors' table)", "ours (this run)"], "rows": rows}
 
 
@@ -208,7 +208,7 @@ def our_setup(config: Mapping[str, Any], numerical: Mapping[str, Any], models: S
     numerical_cells = "; ".join(f"{scale.upper()}: {', '.join(names)}" for scale, names in sample["cells"].items())
     sigma, whose = sample["sigma"], "the authors'" if config["numerics"] == PAPER_NUMERICS else "our"
     return {
-        "Models": (sources + (" (c: the quantized linears' weight sigma times c, the same function)" if swept else "")
+        "Models": (sources + (" (c: the moved linears' weight sigma times c, the same function)" if swept else "")
                    ) if factors else "no model study in this run",
         "Data": f"{scored_corpus(config['model']['corpus'], base_models)}, {study['split']} split",
         "Tokens evaluated": first + (f"; {' or '.join(map(str, scored))} scored a point" if scored else ""),
@@ -217,7 +217,11 @@ def our_setup(config: Mapping[str, Any], numerical: Mapping[str, Any], models: S
                        f"{number_list(numerical['block_sizes'])}",
         "Scale rules": f"model study {cells}; numerical study {numerical_cells}",
         "Layers quantized": f"the linears matching {study['include']}".replace("$", "\\$")
-                            + f" ({' and '.join(OPERANDS[o] for o in study['operands'])})",
+                            + f" ({' and '.join(OPERANDS[o] for o in study['operands'])}"
+                            + ("; activations at the model's own scale at every sweep point" if swept
+                               and "wa" in study["operands"] else "") + ")"
+                            + (f"; a point's sigma: the median over {study['sigma_include']}".replace("$", "\\$")
+                               if swept and study.get("sigma_include") else ""),
         "Numerics": f"the model study under {whose} convention ({config['numerics']}; tabled below beside theirs), "
                     "the numerical study under ours",
         "Numerical study": f"{sample['samples']} Normal samples a sigma (seed {sample['seed']}), {sigma['points']} "

@@ -66,7 +66,7 @@ def fib_mse_config(wildcards):
 def fib_ptq_config(quantized):
     """What the model cells depend on: their variants and numerics (none for the unquantized model) and the
     evaluation."""
-    study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include")}
+    study = {k: FIB["model"][k] for k in ("window", "stride", "max_tokens", "batch_size", "include", "sigma_include")}
     names = {variant for variants in FIB["model"]["cells"].values() for variant in variants} if quantized else ()
     return json_arg(
         {

@@ -3,6 +3,7 @@ boundaries), specs read from config with named errors, rows that refuse a verdic
 implementation checks that fail the build."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -193,3 +194,21 @@ def test_a_revised_paper_row_counts_under_its_earlier_prediction_or_not_at_all()
     assert sum(document["counts"].values()) == 1
     assert document["not_counted"] == ["d"]
     assert judge(claim_specs({"f": {**SPEC, "kind": "finding"}})["f"], _est(-0.7, -0.5)).tallied is None
+
+
+def test_coverage_and_dates_follow_rows_derived_from_one_config_row(tmp_path):
+    def derived(specs, study, evidence):
+        spec = specs["a"]
+        return ClaimsResult([judge(replace(spec, id="a_wa"), _est(-0.7, -0.5)),
+                             judge(replace(spec, id="a_w", kind="finding"), _est(-0.7, -0.5))], [])
+
+    config = {"claims": {"a": SPEC}, "coverage": COVERAGE}
+    document = write_claims(tmp_path / "claims.json", derived, config, None, Evidence(0.95, 1000, 0), [], "demo",
+                            root=tmp_path)
+    assert document["coverage"][0]["rows"] == ["a_wa"]  # the paper row computed from a; a_w is our finding
+    assert document["counts"]["reproduced"] == 1
+    assert document["claims"][0]["dates"]["prediction"] == {"note": "unknown: not a git checkout"}
+    with pytest.raises(ValueError, match=r"demo\.coverage: the claim '4-over-6 cuts the block-4 gap' lists 'a', "
+                                         r"which no paper row of the claims table comes from"):
+        write_claims(tmp_path / "claims.json", lambda s, st, e: ClaimsResult([], []), config, None,
+                     Evidence(0.95, 1000, 0), [], "demo", root=tmp_path)

@@ -130,8 +130,8 @@ def planted_sweep(**changes):
 
 def table(points, config=CONFIG):
     """The claims entry point on the planted numerical study and sweep ``points`` (paths ``n.json``, ``m.json``)."""
-    return claims(claim_specs(config["claims"]), Study(config, numerical_summary(), points, "n.json", ["m.json"]),
-                  EVIDENCE)
+    return claims(claim_specs(config["claims"]),
+                  Study(config, numerical_summary(), points, "n.json", ["m.json"]), EVIDENCE)
 
 
 def sweep(points=None, config=CONFIG):
@@ -368,3 +368,77 @@ def test_paper_gap_rows_need_the_paper_s_sequence_length(window, verdict):
     judged_rows = claims_document(rows, [], regime_card(config, [llama()]))["claims"]
     assert {r["verdict"] for r in judged_rows} == {verdict}
     assert all(r["estimate"]["value"] == pytest.approx(0.0, abs=1e-9) for r in judged_rows)
+
+
+# --- the rows issue 36 added: the U's right arm, prevent-zero locally, the ranking -----------------------------
+
+WIDE_CELLS = [*CELLS, (U4, "hierarchical")]
+
+
+def wide_point(name, sigma, overrides=()):
+    """A point of the widened study (blocks 4, 16, 32; hierarchical abs-max too): 0.02 nats a token everywhere,
+    hierarchical 4/6 0.005 at block 4 and abs-max 0.03 at block 32 (the U's right arm), unless ``overrides``."""
+    ratios = {(scale, variant, block): 0.02 for scale, variant in WIDE_CELLS for block in (4, 16, 32)}
+    ratios.update({(U4, "hierarchical_four_over_six", 4): 0.005, (U4, "absmax", 32): 0.03})
+    ratios.update(dict(overrides))
+    return point_summary(name, sigma, ratios, seed=int(sigma * 1e6))
+
+
+def wide_sweep(**changes):
+    points = {"small-c0.02": wide_point("small-c0.02", 0.02, {(U4, "absmax", 4): 0.05}),
+              "small-c0.001": wide_point("small-c0.001", 0.001, {(U4, "absmax", 4): 0.3})}
+    points.update(changes)
+    return list(points.values())
+
+
+def test_the_new_rows_reproduced_on_the_widened_study():
+    rows, _ = sweep(wide_sweep())
+    for op in ("w", "wa"):
+        assert rows[f"u_shape_right_arm_{op}"].verdict == "reproduced"
+        assert rows[f"prevent_zero_helps_locally_{op}"].verdict == "reproduced"
+        assert rows[f"hierarchical_four_over_six_best_{op}"].verdict == "reproduced"
+    assert rows["u_shape_right_arm_wa"].detail == "ppl(32)/ppl(16) - 1 at sigma 0.02: +0.0101"
+    assert rows["prevent_zero_helps_locally_wa"].detail.startswith("ppl_pz(4)/ppl_abs(4) - 1 at sigma 0.001: ")
+
+
+@pytest.mark.parametrize(("cid", "change", "verdict"), [
+    ("u_shape_right_arm", {(U4, "absmax", 32): 0.01}, "contradicted"),
+    ("hierarchical_four_over_six_best", {(U4, "hierarchical", 4): 0.001}, "contradicted"),
+    ("hierarchical_four_over_six_best", {(U4, "hierarchical_four_over_six", 4): 0.02}, "inconclusive"),  # a tie
+])
+def test_the_new_rows_follow_the_data(cid, change, verdict):
+    rows, _ = sweep(wide_sweep(**{"small-c0.02": wide_point("small-c0.02", 0.02, {(U4, "absmax", 4): 0.05,
+                                                                                   **change})}))
+    assert rows[f"{cid}_wa"].verdict == verdict
+
+
+def test_prevent_zero_helps_locally_follows_the_region_a_point():
+    rows, _ = sweep(wide_sweep(**{"small-c0.001": wide_point("small-c0.001", 0.001, {(U4, "prevent_zero", 4): 0.4})}))
+    assert rows["prevent_zero_helps_locally_wa"].verdict == "contradicted"
+
+
+def test_the_new_rows_name_the_cells_a_run_lacks():
+    rows, _ = sweep()  # blocks 4 and 16, no hierarchical abs-max
+    assert rows["u_shape_right_arm_wa"].verdict == "not testable at this scale"
+    assert rows["u_shape_right_arm_wa"].reason == ("this run has no weights and activations cell ue4m3 absmax "
+                                                   "block 32; add it to model.cells and model.block_sizes")
+    assert "ue4m3 hierarchical block 4" in rows["hierarchical_four_over_six_best_wa"].reason
+    assert rows["prevent_zero_helps_locally_wa"].verdict == "reproduced"
+
+
+def test_weights_only_rows_are_findings():
+    from papers.finer_is_better.claims import operand_kind
+
+    spec = SPECS["u_shape_absmax"]
+    assert operand_kind(spec, "w").kind == "finding"
+    assert operand_kind(spec, "wa").kind == "paper"
+
+
+def test_every_paper_row_is_quoted_and_covered():
+    kinds = {cid: entry["kind"] for cid, entry in CONFIG["claims"].items()}
+    paper = {cid for cid, kind in kinds.items() if kind == "paper"}
+    assert all(CONFIG["claims"][cid]["quote"] and CONFIG["claims"][cid]["where"] for cid in paper)
+    covered = {row for entry in CONFIG["coverage"] for row in entry.get("rows", ())}
+    assert covered == paper
+    assert kinds["brute_force_finer_is_better"] == "check"
+    assert kinds["four_over_six_alone_leaves_region_a"] == kinds["gap_agrees_with_paper"] == "finding"

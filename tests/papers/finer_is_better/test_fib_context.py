@@ -97,9 +97,10 @@ def test_context_renders_with_the_shared_cli(planted, tmp_path, monkeypatch):
     assert report_main(["render", "--context", "context.json", "--html", "r.html", "--tex", "r.tex",
                         "--sums", "r.SHA256SUMS"]) == 0
     html = (tmp_path / "r.html").read_text()
-    for verdict, count in claims["counts"].items():  # 7 reproduced; brute force's planted floor tie inconclusive
-        assert html.count(f'class="verdict verdict-{verdict.replace(" ", "-")}"') == count
-    assert claims["counts"]["reproduced"] == 7
+    for verdict in claims["counts"]:  # every row of every kind shows its verdict cell once
+        shown = sum(counts[verdict] for counts in claims["counts_by_kind"].values())
+        assert html.count(f'class="verdict verdict-{verdict.replace(" ", "-")}"') == shown
+    assert claims["counts"]["reproduced"] == 6  # the paper's rows; brute force's planted floor tie inconclusive
     assert 'src="http' not in html
     assert "<th>Sequence length</th><td>2048 tokens a window" in html
     assert verify_sha256sums("r.SHA256SUMS") == []
@@ -112,18 +113,19 @@ def test_our_setup_from_the_config_and_the_points(planted):
     models = [point_summary("small-c2", 0.056, POINT), point_summary("small-c0.5", 0.014, POINT)]
     ours = our_setup(CONFIG, planted, models, {"small": SMALL})
     assert list(ours) == list(CONFIG["paper_setup"])
-    assert ours["Models"] == ("small (9.88M parameters) at c = 2, 0.5 (c: the quantized linears' weight sigma times "
+    assert ours["Models"] == ("small (9.88M parameters) at c = 2, 0.5 (c: the moved linears' weight sigma times "
                               "c, the same function)")
     assert ours["Data"] == "sotu (the base model's pretraining corpus), test split"
     assert ours["Tokens evaluated"] == "the first 32768 tokens of the split; 3200 scored a point"
     assert ours["Sequence length"] == "256 tokens a window, stride 256, batch 8"
-    assert ours["Block sizes"] == "model study 4, 16; numerical study 4, 8, 16"
+    assert ours["Block sizes"] == "model study 4, 8, 16, 32; numerical study 4, 8, 16"
     assert ours["Scale rules"] == ("model study UE4M3: absmax, prevent_zero, four_over_six, four_over_six_pz, "
-                                   "hierarchical_four_over_six; UE5M3: four_over_six; numerical study UE4M3: absmax, "
-                                   "prevent_zero, four_over_six, four_over_six_pz, brute_force, hierarchical, "
-                                   "hierarchical_four_over_six; UE5M3: absmax, four_over_six")
-    assert ours["Layers quantized"] == ("the linears matching mlp\\.(gate_proj|up_proj)\\$ (weights only and weights "
-                                        "and activations)")
+                                   "hierarchical, hierarchical_four_over_six; UE5M3: four_over_six; numerical study "
+                                   "UE4M3: absmax, prevent_zero, four_over_six, four_over_six_pz, brute_force, "
+                                   "hierarchical, hierarchical_four_over_six; UE5M3: absmax, four_over_six")
+    assert ours["Layers quantized"] == ("the linears matching mlp\\.(gate_proj|up_proj|down_proj)\\$ (weights only "
+                                        "and weights and activations; activations at the model's own scale at every "
+                                        "sweep point); a point's sigma: the median over mlp\\.(gate_proj|up_proj)\\$")
     assert ours["Numerics"].startswith("the model study under our convention (lowbit; ")
     assert ours["Numerical study"] == ("1048576 Normal samples a sigma (seed 0), 41 sigmas log-spaced in [1e-05, 1], "
                                        "blocks 4, 8, 16")

@@ -50,9 +50,9 @@ def test_values_of_a_planted_sweep():
     measured, notes = regime_values(SPECS, CONFIG, points(4.0, 0.7, 0.25), STAR)
     assert measured == pytest.approx({"narrowest_sigma": 0.25, REGION_B: 0.7, "widest_sigma": 4.0,
                                       "sequence_length": 0.125, "evaluated_tokens": 3200 / 2048, "smallest_block": 4,
-                                      "largest_block": 16})
+                                      "largest_block": 32})
     assert notes["narrowest_sigma"] == (f"sigma* = {STAR:.4g}, the largest UE4M3 abs-max crossover of n vs 2n over "
-                                        "blocks 4, 16; per point: small-c0.25 0.25, small-c0.7 0.7, small-c4 4")
+                                        "blocks 4, 8, 16, 32; per point: small-c0.25 0.25, small-c0.7 0.7, small-c4 4")
     assert notes[REGION_B].startswith("small-c0.7, the point nearest Region B's middle; sigma* = ")
     assert notes["evaluated_tokens"] == "3200 tokens scored by each of the 3 points"
     assert notes["sequence_length"] == "256 tokens, stride 256, batch 8"

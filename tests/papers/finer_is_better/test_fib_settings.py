@@ -68,7 +68,7 @@ def test_cells_in_config_order(raw):
     assert numerical[:5] == ["e2m1-ue4m3-b4-absmax", "e2m1-ue4m3-b8-absmax", "e2m1-ue4m3-b16-absmax",
                              "e2m1-ue4m3-b32-absmax", "e2m1-ue4m3-b4-prevent_zero"]
     assert numerical[-1] == "e2m1-ue5m3-b32-four_over_six"
-    assert len(cells(profile_config(raw, "default"), "model")) == 6 * 2  # six scale rules, blocks 4 and 16
+    assert len(cells(profile_config(raw, "default"), "model")) == 7 * 4  # seven scale rules, blocks 4, 8, 16, 32
 
 
 def test_unknown_profile(raw):
