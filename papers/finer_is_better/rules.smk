@@ -148,7 +148,8 @@ rule fib_claims:
     params:
         config=lambda w: json_arg(
             {k: FIB[k] for k in ("element", "model", "paper_gaps", "claims", "coverage", "regime")}
-        ),  # no {} expansion
+        ),
+        # no {} expansion
         evidence=json_arg(CFG["evidence"]),
     shell:
         "python -m papers.finer_is_better claims --config-json {params.config} --evidence-json {params.evidence}"

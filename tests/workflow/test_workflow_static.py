@@ -173,7 +173,7 @@ def test_paper_profile_plans_the_papers_models_and_data_without_network_or_gpu(d
                         f" data/corpora/fineweb_sample/{split}.jsonl --shard-tokens 268435456 --out {shards}/{split}"
                         f" > logs/paper/token_shards/fineweb_sample/llama32_1b/{split}.log 2>&1"
                         for split in ("train", "validation")]  # both studies' trains share them
-    for rule, cells in (("mw_train", 27), ("wq_train", 44)):
+    for rule, cells in (("mw_train", 30), ("wq_train", 44)):  # Max-Window: with its negative control
         trains = [job for job in jobs if job["rule"] == rule]
         assert len(trains) == cells, rule
         assert all(init in job["shell"] for job in trains), rule
