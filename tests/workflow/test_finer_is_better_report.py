@@ -25,7 +25,7 @@ def test_every_claim_has_its_rows_with_intervals(smoke_build):
     paper_rows = {f"{PAPER_ROWS}_{v}" for v in config["paper_gaps"]["variants"]}
     expected = NUMERICAL | {f"{cid}_{op}" for cid in sweep_ids for op in ("w", "wa")} | paper_rows
     assert {c["id"] for c in document["claims"]} == expected
-    assert sum(document["counts"].values()) == len(expected)
+    assert sum(sum(counts.values()) for counts in document["counts_by_kind"].values()) == len(expected)
     for row in document["claims"]:
         assert row["estimate"] is not None or row["reason"], row["id"]
         if row["estimate"] is not None:

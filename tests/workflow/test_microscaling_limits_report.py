@@ -31,7 +31,7 @@ def test_the_paper_claims_are_all_rows(smoke_build):
     assert rows["exact_model_beats_paper_model"]["verdict"] == "reproduced"
     for onset in ("sweep_inversion_onset", "sweep_inversion_onset_exact"):
         assert rows[onset]["estimate"] is not None  # never untestable: no onset is beyond the grid
-    assert sum(document["counts"].values()) == len(CLAIM_IDS)
+    assert sum(sum(counts.values()) for counts in document["counts_by_kind"].values()) == len(CLAIM_IDS)
 
 
 def test_the_preregistration_has_no_model_input(smoke_build, run_snakemake):

@@ -15,6 +15,7 @@ import pytest
 from nbclient import NotebookClient
 
 from common.report import VERDICTS, Claim, build_pdf
+from common.report.claims import KINDS
 from common.report.render import overfull_boxes
 
 pytestmark = pytest.mark.slow
@@ -75,12 +76,15 @@ def test_every_claim_row_has_a_computed_verdict(smoke_build, paper):
     assert len(claims) >= 5
     for row in claims:  # each row re-validated: its verdict must follow from its interval by the rule
         assert Claim.from_dict(row).verdict == row["verdict"]
-    assert document["counts"] == {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    papers = [c for c in claims if c["kind"] == "paper"]  # the tally: the paper's rows alone
+    assert document["counts"] == {v: sum(c["tallied"] == v for c in papers) for v in VERDICTS}
+    assert document["counts_by_kind"] == {kind: {v: sum(c["verdict"] == v for c in claims if c["kind"] == kind)
+                                                 for v in VERDICTS} for kind in KINDS}
     rows = page(smoke_build, paper).rows
-    header = next(row for row in rows if row[:1] == ["The paper's claim"])
+    header = next(row for row in rows if row[:1] == ["The paper's sentence"])
     verdict_column = header.index("Verdict")
-    body = [row for row in rows[rows.index(header) + 1:] if len(row) == len(header)][:len(claims)]  # no headings
-    assert [row[verdict_column] for row in body] == [c["verdict"] for c in claims]
+    body = [row for row in rows[rows.index(header) + 1:] if len(row) == len(header)][:len(papers)]  # no headings
+    assert [row[verdict_column] for row in body] == [c["verdict"] for c in papers]
 
 
 @pytest.mark.parametrize("paper", PAPERS)
@@ -132,7 +136,7 @@ def test_latex_compiles_without_overfull_boxes_in_the_claims_table(smoke_build, 
     tex = smoke_build / f"reports/smoke/{paper}.tex"
     build_pdf(tex, log=tmp_path / "latex.log")  # a LaTeX error raises, naming it
     lines = tex.read_text(encoding="utf-8").splitlines()
-    start = lines.index("\\section*{Claims}") + 1
+    start = lines.index("\\section*{The paper's claims}") + 1
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("\\end{longtable}")) + 1
     inside = []
     for box in overfull_boxes((tmp_path / "latex.log").read_text()):
@@ -140,3 +144,6 @@ def test_latex_compiles_without_overfull_boxes_in_the_claims_table(smoke_build, 
         if span and start <= int(span[1]) and int(span[2]) <= end:
             inside.append(box)
     assert inside == [], f"overfull boxes in the claims table of reports/{paper}.tex (lines {start}-{end})"
+    body = re.search(r"lowbit-lab: the body ends on page (\d+)", (tmp_path / "latex.log").read_text())
+    assert body is not None
+    assert int(body[1]) <= 15  # the tally, the coverage, the method, the paper's claims and the figures
