@@ -167,3 +167,21 @@ def test_table_layout_fits_or_wraps_the_widest_column():
     assert re.fullmatch(r"@\{\}P\{[^}]*\}lR\{[^}]*\}R\{[^}]*\}R\{[^}]*\}rR\{[^}]*\}@\{\}", layout["spec"])
     with pytest.raises(ValueError, match="row 1 has 1 cells for 2 columns"):
         table_layout({"caption": "t", "columns": ["a", "b"], "rows": [[1]]})
+
+
+def test_rows_dated_or_not_render_in_both_formats(context, tmp_path):
+    """A row dated outside a git checkout (a note, no commit), one dated from git and one revised after results."""
+    context["claims"][0]["dates"] = {"prediction": {"note": "unknown: not a git checkout"},
+                                     "runs": {"commit": None, "dirty": None, "date": ""}}
+    context["claims"][1]["dates"] = {"prediction": {"commit": "0123456789abcdef", "date": "2026-12-01T10:00:00+00:00"},
+                                     "runs": {"commit": "fedcba9876543210", "dirty": False,
+                                              "date": "2026-12-04T12:00:00+00:00"}}
+    context["claims"][1]["revision"] = {"earlier": {}, "earlier_text": "ratio > 1", "note": "uncommitted changes",
+                                        "results": "README.md at 0123456 (2026-12-02)", "how": "git"}
+    render_html(context, tmp_path / "demo.html")
+    html = (tmp_path / "demo.html").read_text()
+    assert "Prediction written unknown: not a git checkout; runs not dated." in html
+    assert "Prediction written 2026-12-01 (<code>0123456</code>); runs 2026-12-04 at <code>fedcba9</code>." in html
+    assert "<strong>Revised after results</strong> (uncommitted changes; results: README.md at 0123456" in html
+    render_latex(context, tmp_path / "demo.tex")
+    assert "Written unknown: not a git checkout; runs not dated." in (tmp_path / "demo.tex").read_text()
