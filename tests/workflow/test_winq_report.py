@@ -41,7 +41,7 @@ def test_the_claims_are_evidence(smoke_build):
         assert "quantized share of the parameters is 0.4" in row["outside_regime"], cid
     assert document["outside_regime"] == len(rows)
     no_estimate = {cid for cid, c in rows.items() if c["estimate"] is None}
-    outside = {f"{claim}_{s}" for claim in ("winq_faster", "winq_lower_perplexity") for s in ("w2", "w3")}
+    outside = {f"{claim}_{s}" for claim in ("winq_faster", "winq_lower_perplexity") for s in ("w2", "w3", "w1a8")}
     assert no_estimate == {"fewer_bits_near_zero_trend", "fewer_bits_largest_trend", "hadamard_winq_improves",
                            *outside}
     for cid in set(rows) - no_estimate:
