@@ -56,11 +56,8 @@ from .regime import RegimeRow, outside_regime
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 DIRECTIONS = ("above", "below", "within")
 KINDS = ("paper", "finding", "check", "control")
-KIND_TITLES = {"paper": "the paper's claims", "finding": "our findings", "check": "implementation checks on the data",
-               "control": "negative controls"}
 SPEC_FIELDS = ("kind", "group", "statement", "paper", "statistic", "direction", "threshold", "source")
 OPTIONAL_SPEC_FIELDS = ("requires", "quote", "where", "control", "revised")
-PREDICTION_FIELDS = ("statistic", "direction", "threshold")
 RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the threshold; contradicted: "
         "entirely on the other side; inconclusive: it straddles the threshold (for 'within', an equivalence test: "
         "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); a bound whose "

@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +153,10 @@ def prediction_date(current: Mapping[str, Any], cid: str, paper: str,
 
 def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, Any], paper: str,
                 records: Iterable[Mapping[str, str]], built_configs: Mapping[str, str | None],
-                versions: Iterable[tuple[str, str, str | None]], root: str | os.PathLike[str],
+                versions: Sequence[tuple[str, str, str | None]], root: str | os.PathLike[str],
                 config: str) -> dict[str, Any]:
     """The revision of row ``cid``'s prediction ``current`` after its first tracked results, or the one its config
     names (``revised``: ``{"commit", "why"}``), or ``{}``."""
-    versions = list(versions)
     for record in records:
         earlier = prediction_of(built_configs.get(record["built"]), paper, cid)
         if earlier is None:
