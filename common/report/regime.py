@@ -3,7 +3,8 @@ inside which a claim that depends on a quantity can be tested at all.
 
 A quantity (:class:`RegimeSpec`) is written in the paper's ``config.yaml`` under ``regime:`` before any run
 (schema ``workflow/schemas/regime.schema.yaml``): its name, its definition, the paper's value (a number, or
-``[low, high]`` where the paper's value rests on an estimate, with the assumption in ``paper_source``), where the
+``[low, high]`` where the paper's value rests on an estimate, with the assumption in ``paper_source``; ``null`` where
+the paper reports nothing it could be computed from, with what it does say in ``paper_source``), where the
 value comes from, and ``bounds: [low, high]`` (``null``: open) with ``bound_source``, the reason for the bounds.
 Bounds come from the paper's value and the mechanism, never from our results.
 
@@ -39,16 +40,16 @@ class RegimeSpec:
     id: str
     quantity: str
     definition: str
-    paper: tuple[float, float]
+    paper: tuple[float, float] | None
     paper_source: str
     bounds: tuple[float | None, float | None]
     bound_source: str
 
     def __post_init__(self) -> None:
-        low, high = self.paper
+        low, high = self.paper or (0.0, 0.0)
         if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-            raise ValueError(f"regime.{self.id}: the paper's value must be a finite number or [low, high] with "
-                             f"low <= high, got {list(self.paper)}")
+            raise ValueError(f"regime.{self.id}: the paper's value must be a finite number, [low, high] with "
+                             f"low <= high or null (not reported), got {list(self.paper or ())}")
         bound_low, bound_high = self.bounds
         if bound_low is None and bound_high is None:
             raise ValueError(f"regime.{self.id}: bounds [null, null] bound nothing")
@@ -56,7 +57,9 @@ class RegimeSpec:
             raise ValueError(f"regime.{self.id}: bounds must have low < high, got {list(self.bounds)}")
 
     def paper_text(self) -> str:
-        """The paper's value: ``30`` or ``10-50`` (a range)."""
+        """The paper's value: ``30``, ``10-50`` (a range) or "not reported"."""
+        if self.paper is None:
+            return "not reported"
         low, high = self.paper
         return _number(low) if low == high else f"{_number(low)}–{_number(high)}"
 
@@ -81,8 +84,9 @@ def regime_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "regime"
             raise ValueError(f"{where}.{rid}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
         paper, bounds = entry["paper"], entry["bounds"]
         try:
-            pair = (float(paper), float(paper)) if isinstance(paper, int | float) else tuple(map(float, paper))
-            if len(pair) != 2 or len(bounds) != 2:
+            pair = (None if paper is None else (float(paper), float(paper)) if isinstance(paper, int | float)
+                    else tuple(map(float, paper)))
+            if (pair is not None and len(pair) != 2) or len(bounds) != 2:
                 raise ValueError(f"paper and bounds must be a number or a pair, got {paper!r} and {bounds!r}")
             specs[rid] = RegimeSpec(rid, str(entry["quantity"]), str(entry["definition"]), pair,
                                     str(entry["paper_source"]),
@@ -111,7 +115,7 @@ class RegimeRow:
 
     def ratio(self) -> tuple[float, float] | None:
         """Ours over the paper's value (over each end of a range); None where it is undefined."""
-        if self.ours is None or 0.0 in self.spec.paper:
+        if self.ours is None or self.spec.paper is None or 0.0 in self.spec.paper:
             return None
         return (self.ours / self.spec.paper[0], self.ours / self.spec.paper[1])
 
@@ -130,12 +134,13 @@ class RegimeRow:
         if self.inside:
             return ""
         ours = "not measured" + (f" ({self.note})" if self.note else "") if self.ours is None else _number(self.ours)
-        return (f"{self.spec.quantity} is {ours}, outside {self.spec.bounds_text()} (the paper's "
-                f"{self.spec.paper_text()})")
+        paper = "the paper gives no value" if self.spec.paper is None else f"the paper's {self.spec.paper_text()}"
+        return f"{self.spec.quantity} is {ours}, outside {self.spec.bounds_text()} ({paper})"
 
     def to_dict(self) -> dict[str, Any]:
         s = self.spec
-        return {"id": s.id, "quantity": s.quantity, "definition": s.definition, "paper": list(s.paper),
+        return {"id": s.id, "quantity": s.quantity, "definition": s.definition,
+                "paper": None if s.paper is None else list(s.paper),
                 "paper_text": s.paper_text(), "paper_source": s.paper_source, "bounds": list(s.bounds),
                 "bounds_text": s.bounds_text(), "bound_source": s.bound_source, "ours": self.ours,
                 "ours_text": "—" if self.ours is None else _number(self.ours), "note": self.note,

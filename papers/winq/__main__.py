@@ -138,7 +138,7 @@ def claims(args: argparse.Namespace) -> None:
                         quantized={cell_of_path(p): read_json(Path(p) / QUANT_CONFIG_FILE) for p in args.quantized},
                         summary_path=args.summary, evaluation_paths=evaluations,
                         configured_settings=config["settings"])
-    card = regime_card(config, dict(load_causal_lm(args.base_model).named_parameters()))
+    card = regime_card(config, dict(load_causal_lm(args.base_model).named_parameters()), study.summary)
     write_claims(args.out, paper.claims, config, study, evidence_settings(args), card, "winq")
 
 
@@ -181,6 +181,16 @@ def hessian(args: argparse.Namespace) -> None:
                                        args.seed, compute_settings(args)))
 
 
+def pilot(args: argparse.Namespace) -> None:
+    from common.models import load_causal_lm
+
+    from .premise import pilot_table
+
+    require_paths({"--base-model": args.base_model})
+    parameters = dict(load_causal_lm(args.base_model).named_parameters())
+    write_json(args.out, pilot_table(json_object(args.config_json), [Path(p).parent for p in args.runs], parameters))
+
+
 def build_parser() -> argparse.ArgumentParser:
     req = REQUIRED
     return step_parser("python -m papers.winq", __doc__, [
@@ -209,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
          "(measured on --base-model, the checkpoint the study trains from)",
          [("--config-json", req), ("--evidence-json", req), ("--summary", req), ("--evaluations", MANY),
           ("--quantized", MANY), ("--base-model", req), ("--out", req)]),
+        ("pilot", pilot, "the baseline-only pilot's table (papers.winq.premise) from its cells' training summaries "
+         "(--runs: each cell's train_summary.json, beside its other logs; --base-model: the card's rows)",
+         [("--config-json", req), ("--runs", MANY), ("--base-model", req), ("--out", req)]),
         ("context", context, "the report context (--base-model: the checkpoint the study trains from, --corpus: "
          "the name of its QAT corpus, for the setup table)",
          [("--summary", req), ("--base-model", req), ("--corpus", req), *CONTEXT_FLAGS]),

@@ -315,12 +315,21 @@ def late_share(rows: Mapping[str, Mapping[str, Any]]) -> float:
     return PERCENT * math.log(row["half_val_perplexity"] / row["final_val_perplexity"]) / total
 
 
+def baseline_stall(rows: Mapping[str, Mapping[str, Any]]) -> float:
+    """The baseline's stall ratio (:mod:`papers.winq.premise`, the cell's ``stall``); NaN where it is undefined
+    (:data:`NO_STALL`)."""
+    stall = rows["baseline"].get("stall")
+    return math.nan if stall is None else stall
+
+
 def noise_grad_norm(rows: Mapping[str, Mapping[str, Any]]) -> float:
     """``ln`` of noise-only's mean gradient norm over the last half of the run / the baseline's."""
     return math.log(rows["noise"]["grad_norm"]["last_half"] / rows["baseline"]["grad_norm"]["last_half"])
 
 
 NO_STAGNATION = "no stagnation record (stagnation.jsonl), or no evaluation in the second or the last quarter"
+NO_STALL = ("no mechanism record (mechanism.jsonl), fewer than two interpolation periods, or no code change in the "
+            "first half")
 NO_MECHANISM = ("no mechanism record (mechanism.jsonl) at the baseline's boundaries, or no boundary with a next "
                 "period after the first")
 
@@ -517,6 +526,9 @@ FIXED_ROWS: dict[str, RowBuilder] = {
                                             what="gradient norm last / second quarter"),
     "baseline_stagnates_perplexity": partial(trajectory_claim, methods=("baseline",), statistic=late_share,
                                              what="share of the log-perplexity reduction in the last half, %"),
+    "baseline_stalls": partial(trajectory_claim, methods=("baseline",), statistic=baseline_stall,
+                               what="stall ratio (codes changed per unit of learning rate, last half / first)",
+                               undefined=NO_STALL),
     "baseline_stagnates_relative_grad_norm": partial(
         trajectory_claim, methods=("baseline",), statistic=relative_grad_norm_decay,
         what="relative gradient norm ||grad_W L|| / ||W|| last / second quarter", undefined=NO_STAGNATION),
@@ -554,6 +566,7 @@ POOLED_ROWS: dict[str, RowBuilder] = {
     "winq_beats_interpolation": partial(pooled_improvement, model="winq", reference="interpolation"),
     "winq_beats_noise": partial(pooled_improvement, model="winq", reference="noise"),
     "interpolation_beats_noise": partial(pooled_improvement, model="interpolation", reference="noise"),
+    "winq_lower_perplexity_any_regime": partial(pooled_improvement, model="winq", reference="baseline"),
     "winq_zero_shot_cloze": partial(zero_shot, task="cloze"),
     "winq_zero_shot_choice": partial(zero_shot, task="choice"),
     "hadamard_winq_improves": hadamard_improvement,

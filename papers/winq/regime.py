@@ -22,6 +22,10 @@ is the summed learning rate over a period, in bin widths (the WinQ fact sheet, "
   step makes.
 * **Quantized share** (``quantized_share``): the parameters of the linears low-bit QAT quantizes
   (:data:`common.quantizers.lowbit.LOWBIT_INCLUDE`) over all parameters, each tensor once (a tied embedding once).
+* **Stall** (``stall_<setting>``, the premise of the method claims; only the rows the config's card has): the
+  baseline's codes changed per unit of summed learning rate, last half of its periods over the first half
+  (:mod:`papers.winq.premise`), the mean over the seeds of that setting's baseline in the same build, read from the
+  study summary (so the card of a build is measured after its baselines, never on another build's runs).
 
 A bit width ``b`` is the A16 setting of its id suffix (:data:`CARD_BITS`: ``w1_58`` is 1.58 bits), trained at its
 group's learning rate and run length with its group's period ``K`` (:mod:`papers.winq.settings`).
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,8 @@ from .settings import interpolation_every, learning_rate_group, run_steps
 CARD_BITS: dict[str, float] = {"w1": 1, "w1_58": 1.58, "w2": 2, "w3": 3, "w4": 4}  # id suffix -> weight bits (A16)
 PER_BITS = ("travel", "step")  # the quantities measured per bit width: <quantity>_<suffix>
 SHARE = "quantized_share"
+STALL = "stall"  # the premise rows, stall_<suffix> (papers.winq.premise), measured where the config's card has them
+BASELINE = "baseline"
 WEIGHT = ".weight"
 # the intervals level_spacing samples u in (from one below the clip range to one above, at most 9 units): every level
 # whose bin is wider than one interval (~2e-3 alpha) is hit
@@ -148,11 +154,13 @@ def bit_schedule(config: Mapping[str, Any], bits: float) -> tuple[TrainConfig, i
     return train, interpolation_every(config, group)
 
 
-def regime_values(config: Mapping[str, Any],
-                  parameters: Mapping[str, torch.Tensor]) -> tuple[dict[str, float], dict[str, str]]:
+def regime_values(config: Mapping[str, Any], parameters: Mapping[str, torch.Tensor],
+                  summary: Mapping[str, Any] | None = None) -> tuple[dict[str, float | None], dict[str, str]]:
     """``(measured, notes)`` of every quantity of :func:`card_ids` (module docstring) for the study ``config``
     (``learning_rates``, ``train``, ``train_steps``, ``interpolation``) and the base model's ``parameters`` (each
-    tensor once, :func:`quantized_share`): the rows of :func:`common.report.regime.regime_rows`."""
+    tensor once, :func:`quantized_share`), then of the premise rows the config's ``regime:`` has (:func:`stall_ids`)
+    from the study ``summary``'s baselines (:func:`premise_values`; None without a summary): the rows of
+    :func:`common.report.regime.regime_rows`."""
     weights = list(quantized_weights(parameters).values())
     share, quantized, total = quantized_share(parameters)
     measured: dict[str, float] = {}
@@ -170,13 +178,50 @@ def regime_values(config: Mapping[str, Any],
     notes[SHARE] = (f"{quantized:,} of {total:,} parameters in {len(weights)} quantized "
                     f"linear{'s' * (len(weights) != 1)}; the rest (embeddings, norms) in full precision")
     order = card_ids()
-    return {rid: measured[rid] for rid in order}, {rid: notes[rid] for rid in order}
+    stall = stall_ids(config.get("regime") or {})
+    if summary is None:
+        premise, premise_notes = {rid: None for rid in stall}, {rid: "measured on a build's baselines" for rid in stall}
+    else:
+        premise, premise_notes = premise_values(summary, stall)
+    return ({**{rid: measured[rid] for rid in order}, **premise},
+            {**{rid: notes[rid] for rid in order}, **premise_notes})
 
 
-def regime_card(config: Mapping[str, Any], parameters: Mapping[str, torch.Tensor]) -> list[RegimeRow]:
+def stall_ids(regime: Mapping[str, Any]) -> list[str]:
+    """The premise rows of a config's ``regime:`` mapping, ``stall_<setting>``, in its order."""
+    return [rid for rid in regime if rid.startswith(f"{STALL}_")]
+
+
+def premise_values(summary: Mapping[str, Any],
+                   ids: Sequence[str]) -> tuple[dict[str, float | None], dict[str, str]]:
+    """``(measured, notes)`` of the regime card's premise rows ``ids`` (``stall_<suffix>``, the suffix a setting's
+    name with ``.`` written ``_``): the mean over the seeds of that setting's baseline of each cell's ``stall``
+    (the study summary's cells); None, saying why, for a setting without a baseline in this build or a seed whose
+    ratio is undefined."""
+    measured: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for rid in ids:
+        setting = rid.removeprefix(f"{STALL}_").replace("_", ".")
+        cells = [c for c in summary["cells"] if c["setting"] == setting and c["method"] == BASELINE]
+        values = [c.get(STALL) for c in cells]
+        if not cells:
+            measured[rid], notes[rid] = None, f"no {setting} baseline in this build"
+        elif any(v is None for v in values):
+            measured[rid], notes[rid] = None, (f"undefined for a seed of the {setting} baseline (fewer than two "
+                                               "periods, or no code change in the first half)")
+        else:
+            measured[rid] = math.fsum(values) / len(values)
+            per_seed = ", ".join(f"seed {c['seed']} {v:.3g}" for c, v in zip(cells, values, strict=True))
+            notes[rid] = (f"the {setting} baseline of this build, mean over {len(cells)} seed"
+                          f"{'s' * (len(cells) != 1)} ({per_seed})")
+    return measured, notes
+
+
+def regime_card(config: Mapping[str, Any], parameters: Mapping[str, torch.Tensor],
+                summary: Mapping[str, Any] | None = None) -> list[RegimeRow]:
     """The card's rows: the config's ``regime:`` specs with :func:`regime_values` as ours (ValueError naming a spec
     this module does not measure, or one it measures that the config lacks)."""
-    measured, notes = regime_values(config, parameters)
+    measured, notes = regime_values(config, parameters, summary)
     return regime_rows(regime_specs(config["regime"]), measured, notes)
 
 

@@ -12,6 +12,15 @@ include: "helpers.smk"
 wildcard_constraints:
     wq_run=r"[a-z0-9.]+-(baseline|winq|interpolation|noise)",
     wq_seed=r"0|[1-9][0-9]*",
+    wq_candidate=r"[a-z0-9._-]+",
+
+# one training cell's command (wq_train, wq_pilot_train: each rule's own run config)
+WQ_TRAIN = (
+    "OMP_NUM_THREADS={threads} {params.launch} -m papers.winq train --config-json {params.config}"
+    " --run {wildcards.wq_run} --seed {wildcards.wq_seed} --init {input.init} --train {input.train}"
+    " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
+    " 2> {log}"
+)
 
 
 rule wq_train:
@@ -39,10 +48,7 @@ rule wq_train:
         compute=compute_flags(training=True),
         launch=launcher,
     shell:
-        "OMP_NUM_THREADS={threads} {params.launch} -m papers.winq train --config-json {params.config}"
-        " --run {wildcards.wq_run} --seed {wildcards.wq_seed} --init {input.init} --train {input.train}"
-        " --validation {input.validation} --run-dir $(dirname {output.log}) {params.compute} --out {output.model}"
-        " 2> {log}"
+        WQ_TRAIN
 
 
 rule wq_evaluate:
@@ -197,3 +203,52 @@ rule wq_context:
         " {input.hessians}"
         " --base-model-metadata {params.metadata} --rerun-example {params.examples} --base-model {input.base}"
         " --corpus {params.corpus} --out {output} > {log} 2>&1"
+
+
+rule wq_pilot_train:
+    """One cell of the baseline-only pilot (papers.winq.premise): the baseline of a pilot setting under a candidate's
+    regime, on the pilot's seed, with the diagnostics the premise reads; as wq_train, with the candidate's run
+    config."""
+    input:
+        init=WQ_BASE_DIR,
+        train=training_split(WQ_CORPUS, "train", WQ_BASE),
+        validation=training_split(WQ_CORPUS, "validation", WQ_BASE),
+    output:
+        model=directory(f"{WQ_TRAINED}/pilot/{{wq_candidate}}/{{wq_run}}/seed{{wq_seed}}"),
+        curve=f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/eval_log.csv",
+        log=f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/train_log.csv",
+        summary=f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/train_summary.json",
+        mechanism=f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/mechanism.jsonl",
+        stagnation=f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/stagnation.jsonl",
+    log:
+        f"{WQ_DIR}/pilot/{{wq_candidate}}/runs/{{wq_run}}/seed{{wq_seed}}/stderr.log",
+    conda:
+        CONDA_ENV
+    threads: 1
+    params:
+        config=wq_pilot_run_config,
+        compute=compute_flags(training=True),
+        launch=launcher,
+    shell:
+        WQ_TRAIN
+
+
+rule wq_pilot:
+    """The pilot's table (papers.winq.premise): per candidate the premise and its context per pilot setting, the
+    regime card's rows under its schedule, the seconds per step and the default profile's estimated wall time, and
+    the candidate the config's rule chooses. On demand: snakemake results/winq/pilot.json."""
+    input:
+        base=WQ_BASE_DIR,
+        runs=expand(f"{WQ_DIR}/pilot/{{cell}}/train_summary.json",
+                    cell=[c.replace("/", "/runs/", 1) for c in WQ_PILOT_CELLS]),
+    output:
+        f"{WQ_DIR}/pilot.json",
+    log:
+        f"{LOGS}/winq/pilot.log",
+    conda:
+        CONDA_ENV
+    params:
+        config=json_arg({k: v for k, v in WQ.items() if k not in ("claims", "coverage", "paper_setup")}),
+    shell:
+        "python -m papers.winq pilot --config-json {params.config} --runs {input.runs} --base-model {input.base}"
+        " --out {output} > {log} 2>&1"

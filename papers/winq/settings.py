@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import active_profile
+from common.config import active_profile, merged
 from common.qat.seeds import seed_cell
 from common.recipes import LOWBIT_BITS
 from common.registry import lookup
@@ -97,6 +97,18 @@ def profile_config(config: Mapping[str, Any], profile: str) -> dict[str, Any]:
         interpolation_every(active, group)
     for name in run_names(active):
         train_config(active, name)
+    pilot = active["pilot"]
+    for name in pilot["settings"]:
+        lookup(active["settings"], name, "setting", f"{KEY}.pilot.settings")
+    for candidate, overrides in pilot["candidates"].items():
+        study = merged(active, overrides)
+        try:
+            for group in GROUPS:
+                interpolation_every(study, group)
+                TrainConfig.from_dict({**study["train"], "lr": study["learning_rates"][group],
+                                       "max_steps": run_steps(study, group)})
+        except ValueError as err:
+            raise ValueError(f"{KEY}.pilot.candidates.{candidate}: {err}") from None
     return active
 
 

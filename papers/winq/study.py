@@ -33,7 +33,10 @@ and seed (ParetoQ QAT, same step budget, learning-rate schedule, data order and 
 * **stagnation** (``stagnation.jsonl``: the authors' relative gradient norm ``||grad_W L|| / ||W||`` of the quantized
   weights at every evaluation; :func:`stagnation_summary`): the curve and its means over the evaluations in the
   second quarter and the last quarter of the run (steps taken in ``(N//4, N//2]`` and ``(3N//4, N]``, as the
-  training log's gradient norm) and their ratio.
+  training log's gradient norm) and their ratio;
+* **stall** (:func:`cell_stall`): the codes changed per unit of summed learning rate over the last half of the
+  interpolation periods over the first half, the premise statistic of :mod:`papers.winq.premise` (None without
+  mechanism records or where it is undefined).
 
 Per run: the seeds it was trained on and the seed means (and sample sd) of the final validation and test
 perplexity, the improvement and the speedup (None when a seed never reached the baseline's quality), and the seed
@@ -48,6 +51,7 @@ values and weights: :func:`threshold_masses`), the largest |eigenvalue|, and the
 from __future__ import annotations
 
 import csv
+import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -59,6 +63,7 @@ from common.eval.compare import metric_entry
 from common.io import read_jsonl
 from common.qat.seeds import parse_seed_cell, seed_cell
 
+from .regime import period_lr_sums
 from .settings import (
     GROUPS,
     compared_methods,
@@ -66,6 +71,7 @@ from .settings import (
     run_names,
     run_seeds,
     run_settings,
+    train_config,
     training_cells,
 )
 
@@ -147,6 +153,34 @@ def mechanism_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
     means["codes_changed_by_interpolation_max"] = max(series["codes_changed_by_interpolation"])
     return {"steps": [int(r["steps_taken"]) for r in records], "travel": [float(r["travel"]) for r in records],
             "interpolated": bool(records[0]["interpolated"]), **series, "mean": means}
+
+
+def half_sums(values: Sequence[float]) -> tuple[float, float]:
+    """``(sum of the first P // 2, sum of the last P // 2)`` of ``P`` values (the middle one of an odd count in
+    neither)."""
+    half = len(values) // 2
+    return math.fsum(values[:half]), math.fsum(values[len(values) - half:])
+
+
+def stall_ratio(codes_changed: Sequence[float], lr_sums: Sequence[float]) -> float | None:
+    """The stall ratio (:mod:`papers.winq.premise`) of the per-period code-change shares ``codes_changed`` and
+    summed learning rates ``lr_sums`` (one per period, in order); None where it is undefined. ValueError when the
+    lengths differ."""
+    if len(codes_changed) != len(lr_sums):
+        raise ValueError(f"{len(codes_changed)} periods of code changes but {len(lr_sums)} of learning rate")
+    if len(lr_sums) < 2:
+        return None
+    (c_early, c_late), (s_early, s_late) = half_sums(codes_changed), half_sums(lr_sums)
+    if c_early <= 0 or s_early <= 0 or s_late <= 0:
+        return None
+    return (c_late / s_late) / (c_early / s_early)
+
+
+def cell_stall(config: Mapping[str, Any], run: str, codes_changed: Sequence[float]) -> float | None:
+    """The stall ratio of one cell of ``run`` from its mechanism's per-period code changes, on its schedule in
+    ``config`` (:func:`papers.winq.settings.train_config`; the periods ``K`` its diagnostics record at)."""
+    every = run_settings(config, run)["diagnostics_every"]
+    return stall_ratio(codes_changed, period_lr_sums(train_config(config, run), every))
 
 
 def stagnation_summary(records: Sequence[Mapping[str, Any]], max_steps: int) -> dict[str, Any]:
@@ -314,6 +348,7 @@ def study_summary(config: Mapping[str, Any], curves: Mapping[str, str | os.PathL
             "bits_per_weight": float(bits_per_weight[name]) if name in bits_per_weight else None,
             "train_seconds": float(train_seconds.get(name, 0.0)),
             "mechanism": mechanisms[name],
+            "stall": None if mechanisms[name] is None else cell_stall(config, run, mechanisms[name]["codes_changed"]),
             "mechanism_vs_baseline": mechanism_difference(mechanisms[name], mechanisms[baseline]),
             "stagnation": None if stagnation is None else stagnation_summary(read_records(stagnation[name]),
                                                                              settings["max_steps"]),

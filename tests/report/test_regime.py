@@ -69,6 +69,19 @@ def test_ratio_and_outside_text():
     assert RegimeRow(specs["share"], None).ratio_text() == "—"
 
 
+def test_a_value_the_paper_does_not_report():
+    """``paper: null``: the card says so, has no ratio, and the bounds alone decide (a premise the paper states
+    without a number)."""
+    spec = regime_specs({"stall": {**SHARE, "paper": None, "bounds": [None, 0.5]}})["stall"]
+    assert (spec.paper, spec.paper_text()) == (None, "not reported")
+    row = RegimeRow(spec, 0.9)
+    assert (row.ratio(), row.ratio_text(), row.inside) == (None, "—", False)
+    assert row.outside() == "quantized share of the parameters is 0.9, outside $\\le$ 0.5 (the paper gives no value)"
+    assert RegimeRow(spec, 0.2).inside
+    assert RegimeRow.from_dict(row.to_dict()) == row
+    assert row.to_dict()["paper"] is None
+
+
 def test_rows_need_every_measurement_and_nothing_else():
     specs = _specs()
     rows = regime_rows(specs, {"travel": 12, "share": 0.7}, {"share": "tied embeddings"})

@@ -605,25 +605,39 @@ def test_a_per_setting_spec_of_a_setting_that_compares_only_the_baseline(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------- the regime card
-def test_every_claim_requires_the_quantized_share_and_the_interpolation_rows_the_travel():
+# the method rows (issue 37): each requires the premise, its settings' baselines stalling (the card's stall_<w>)
+METHOD_ROWS = {"winq_lower_perplexity_pooled", "interpolation_alone_improves", "noise_alone_improves",
+               "winq_beats_interpolation", "winq_beats_noise", "interpolation_beats_noise", "winq_zero_shot_cloze",
+               "winq_zero_shot_choice", "hadamard_winq_improves",
+               *(cid for cid in SPECS if cid.startswith(tuple(f"{p}_w" for p in wc.PER_SETTING_ROWS)))}
+
+
+def row_bits(cid):
+    """The card's bit widths a row depends on: its setting's (W1A8: the 1-bit rows), W2 for the Hadamard row, else
+    the pooled W1 and W2."""
+    setting = next((cid.removeprefix(f"{p}_") for p in wc.PER_SETTING_ROWS if cid.startswith(f"{p}_w")), None)
+    return {setting.removesuffix("a8")} if setting else {"w2"} if cid.startswith("hadamard_") else {"w1", "w2"}
+
+
+def test_every_claim_requires_the_quantized_share_the_interpolation_rows_the_travel_and_the_method_rows_the_premise():
     for cid, claim in SPECS.items():
         assert "quantized_share" in claim.requires, cid
         travel = {r for r in claim.requires if r.startswith("travel_")}
         if cid.startswith(("winq_", "interpolation_", "hadamard_")):
-            setting = next((cid.removeprefix(f"{p}_") for p in wc.PER_SETTING_ROWS if cid.startswith(f"{p}_")
-                            and cid.removeprefix(f"{p}_") != "pooled"), None)
-            weights = None if setting is None else setting.removesuffix("a8")  # W1A8: the card's 1-bit rows
-            bits = {weights} if weights else {"w2"} if cid.startswith("hadamard_") else {"w1", "w2"}
+            bits = row_bits(cid)
             assert travel == {f"travel_{b}" for b in bits}, cid
             assert {r for r in claim.requires if r.startswith("step_")} == {f"step_{b}" for b in bits}, cid
         else:
             assert not travel, cid
+        stall = {r for r in claim.requires if r.startswith("stall_")}
+        assert stall == ({f"stall_{b}" for b in row_bits(cid)} if cid in METHOD_ROWS else set()), cid
 
 
 POOLED_INTERPOLATING = {"winq_lower_perplexity_pooled", "interpolation_alone_improves", "winq_beats_interpolation",
                         "winq_beats_noise", "interpolation_beats_noise", "winq_zero_shot_cloze",
                         "winq_zero_shot_choice", "interpolation_steepens_largest", "interpolation_steepens_near_zero",
-                        "interpolation_fewer_codes_change", "interpolation_away_from_boundaries"}
+                        "interpolation_fewer_codes_change", "interpolation_away_from_boundaries",
+                        "winq_lower_perplexity_any_regime"}
 
 
 @pytest.mark.parametrize(("card", "outside"), [
@@ -633,6 +647,8 @@ POOLED_INTERPOLATING = {"winq_lower_perplexity_pooled", "interpolation_alone_imp
     ({"step_w2": 0.5}, {"winq_faster_w2", "winq_lower_perplexity_w2", "hadamard_winq_improves",
                         *POOLED_INTERPOLATING}),
     ({"quantized_share": 0.32}, set(SPECS)),
+    ({"stall_w1": 0.9}, {c for c in METHOD_ROWS if not c.endswith(("_w2", "_w3", "hadamard_winq_improves"))}),
+    ({"stall_w2": None}, {c for c in METHOD_ROWS if not c.endswith(("_w1", "_w1a8", "_w3"))}),
 ])
 def test_a_claim_is_not_testable_exactly_when_a_quantity_it_requires_is_outside(tmp_path, card, outside):
     """The planted study (every row testable has the paper's direction) judged against a card with one quantity
@@ -786,7 +802,8 @@ def test_rows_of_the_paper_quote_it_and_the_coverage_lists_them():
     # does not make
     assert {cid for cid, entry in claims.items() if entry["kind"] == "finding"} == {
         "baseline_stagnates_grad_norm", "flat_near_zero_relative_w1", "interpolation_fewer_codes_change",
-        "interpolation_away_from_boundaries", "winq_faster_w3"}
+        "interpolation_away_from_boundaries", "winq_faster_w3", "baseline_stagnates_perplexity",
+        "winq_lower_perplexity_any_regime"}
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "full", "paper", "standin"])

@@ -205,7 +205,7 @@ def test_context_and_render(summary, evaluations, tmp_path):
     assert context["setup"][0] == {"aspect": "Model", "paper": config["paper_setup"]["Model"],
                                    "ours": setup_ours(smoke_config(), FACTS, "sotu")["Model"]}
     assert [row["id"] for row in context["regime"]] == list(config["regime"])
-    assert context["outside_regime"] == 15  # the rows that require travel_w1
+    assert context["outside_regime"] == 16  # the rows that require travel_w1
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
                                                                hessian_table(summary)["caption"][:10]]
     runs = context["tables"][0]

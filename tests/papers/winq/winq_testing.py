@@ -215,12 +215,12 @@ def build_study(directory, config=None, planted=None, hessians=None, grad_norms=
 
 
 # --- the regime card and the base model --------------------------------------------------------------------------
-INSIDE = {"travel": 10.0, "step": 1e-3, "quantized_share": 0.7}  # inside every bound of the config's card
+INSIDE = {"travel": 10.0, "step": 1e-3, "quantized_share": 0.7, "stall": 0.2}  # inside every bound of the card
 
 
 def planted_card(**values):
     """The rows of the config's regime card with every quantity inside its bounds (:data:`INSIDE`: by its kind,
-    ``travel_*``, ``step_*`` or ``quantized_share``), ``values`` (id -> ours) replacing some."""
+    ``travel_*``, ``step_*``, ``stall_*`` or ``quantized_share``), ``values`` (id -> ours) replacing some."""
     import yaml
 
     from common.report import regime_rows, regime_specs
