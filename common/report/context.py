@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from common.config import SHORT_PATHS_PROFILE, profile_dirs
+
 from .claims import RULE, Check, Claim, claims_document
 from .coverage import coverage_counts
 from .regime import RegimeRow
@@ -21,11 +23,16 @@ def figure_entries(pngs: Sequence[str], caption: Callable[[str], str]) -> list[d
 
 
 def rerun_entries(key: str, profile: str, examples: Sequence[str]) -> list[dict[str, str]]:
-    """Commands that rebuild the report, each example cell alone, and verify the artifacts."""
-    snake = f"snakemake --profile workflow/profiles/{profile}"
-    entries = [{"cell": "the whole report", "command": f"{snake} reports/{key}.html"}]
+    """Commands, run from the repository root, that rebuild the report, each example cell alone, and verify the
+    artifacts: ``snakemake <target>`` for the default profile (Snakemake's workflow profile ``profiles/default``
+    gives the cores, ``workflow/config/default.yaml`` the profile), ``snakemake --profile workflow/profiles/<name>
+    <target>`` for any other, with the report where that profile writes it (:func:`common.config.profile_dirs`)."""
+    snake = "snakemake" if profile == SHORT_PATHS_PROFILE else f"snakemake --profile workflow/profiles/{profile}"
+    reports = profile_dirs(profile)[1]
+    entries = [{"cell": "the whole report", "command": f"{snake} {reports}/{key}.html"}]
     entries += [{"cell": target.rsplit("/", 1)[-1], "command": f"{snake} {target}"} for target in examples]
-    entries.append({"cell": "verify the artifacts", "command": f"sha256sum -c reports/{key}.SHA256SUMS"})
+    sums = f"{reports}/{key}.SHA256SUMS"
+    entries.append({"cell": "verify the artifacts", "command": f"sha256sum -c {sums}", "sums": sums})
     return entries
 
 
@@ -44,7 +51,8 @@ def assemble(*, paper: Mapping[str, str], figures: Sequence[Mapping[str, str]], 
     :class:`common.report.claims.ImplementationCheckFailed`), and the document's rule and counts must be those
     of its rows. The context keeps ``claims`` (the rows of every kind), ``checks``, ``counts`` (the paper's
     tally), ``counts_by_kind``, ``not_counted``, ``coverage`` with its ``coverage_counts``, ``outside_regime``,
-    ``regime`` (the regime card's rows) and ``rule``; every figure's PNG and PDF join the cited artifacts."""
+    ``regime`` (the regime card's rows) and ``rule``, and ``sums``, the checksum file the rerun entries verify
+    (:func:`rerun_entries`; None without one); every figure's PNG and PDF join the cited artifacts."""
     document = validated_claims(claims)
     cited = {*artifacts, *(f["png"] for f in figures), *(f["pdf"] for f in figures)}
     return {"paper": dict(paper), "setup": [dict(row) for row in setup], "figures": [dict(f) for f in figures],
@@ -54,6 +62,7 @@ def assemble(*, paper: Mapping[str, str], figures: Sequence[Mapping[str, str]], 
             "coverage_counts": coverage_counts(document["coverage"]),
             "outside_regime": document["outside_regime"], "regime": document["regime"],
             "rule": document["rule"], "provenance": dict(provenance), "rerun": list(rerun),
+            "sums": next((entry["sums"] for entry in rerun if "sums" in entry), None),
             "artifacts": sorted(cited)}
 
 

@@ -3,7 +3,7 @@
 from papers.winq.claims import claims_config
 from papers.winq.settings import FIGURES as WQ_FIGURES
 from papers.winq.settings import KEY as WQ_KEY
-from papers.winq.premise import pilot_cells, pilot_study
+from papers.winq.premise import pilot_runs, pilot_study
 from papers.winq.settings import hessian_cells, run_config, training_cells
 
 WQ = paper_config(WQ_KEY)
@@ -24,7 +24,7 @@ WQ_HESSIANS = expand(f"{WQ_DIR}/hessian/{{cell}}.json", cell=WQ_HESSIAN_CELLS)
 # what one spectrum depends on (the absolute thresholds and the methods list are the summary's)
 WQ_HESSIAN_CELL = {k: WQ["hessian"][k] for k in ("probes", "steps", "sigma", "grid", "near_zero", "batch_sequences")}
 # the baseline-only pilot (papers.winq.premise): <candidate>/<setting>-baseline/seed<k>, on demand (results/winq/pilot.json)
-WQ_PILOT_CELLS = pilot_cells(WQ)
+WQ_PILOT_SUMMARIES = [f"{WQ_DIR}/pilot/{name}/runs/{cell}/train_summary.json" for name, cell in pilot_runs(WQ)]
 WQ_EXAMPLE = next((c for c in WQ_CELLS if c.partition("-winq/")[1]), WQ_CELLS[0])  # a WinQ cell to rerun
 # Every figure of the report (settings.FIGURES, each its own kind) from the study summary (figure_step)
 WQ_FIGURE_PLANS = {figure: figure_step(figure, [f"{WQ_DIR}/summary.json"]) for figure in WQ_FIGURES}

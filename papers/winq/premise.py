@@ -107,11 +107,16 @@ def pilot_study(config: Mapping[str, Any], name: str) -> dict[str, Any]:
             "figure_seeds": [seed], "pooled_settings": settings}
 
 
-def pilot_cells(config: Mapping[str, Any]) -> list[str]:
-    """Every pilot cell, ``<candidate>/<setting>-baseline/seed<k>``, candidate by candidate in config order."""
+def pilot_runs(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every pilot cell as ``(candidate, <setting>-baseline/seed<k>)``, candidate by candidate in config order."""
     pilot = config["pilot"]
-    return [f"{name}/{seed_cell(f'{s}-{PILOT_METHOD}', int(pilot['seed']))}" for name in pilot["candidates"]
+    return [(name, seed_cell(f"{s}-{PILOT_METHOD}", int(pilot["seed"]))) for name in pilot["candidates"]
             for s in pilot["settings"]]
+
+
+def pilot_cells(config: Mapping[str, Any]) -> list[str]:
+    """Every pilot cell, ``<candidate>/<setting>-baseline/seed<k>`` (:func:`pilot_runs`)."""
+    return [f"{name}/{cell}" for name, cell in pilot_runs(config)]
 
 
 def budget_hours(config: Mapping[str, Any], name: str, seconds_per_step: float) -> float:

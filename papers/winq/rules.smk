@@ -14,6 +14,7 @@ wildcard_constraints:
     wq_seed=r"0|[1-9][0-9]*",
     wq_candidate=r"[a-z0-9._-]+",
 
+
 # one training cell's command (wq_train, wq_pilot_train: each rule's own run config)
 WQ_TRAIN = (
     "OMP_NUM_THREADS={threads} {params.launch} -m papers.winq train --config-json {params.config}"
@@ -239,8 +240,7 @@ rule wq_pilot:
     the candidate the config's rule chooses. On demand: snakemake results/winq/pilot.json."""
     input:
         base=WQ_BASE_DIR,
-        runs=expand(f"{WQ_DIR}/pilot/{{cell}}/train_summary.json",
-                    cell=[c.replace("/", "/runs/", 1) for c in WQ_PILOT_CELLS]),
+        runs=WQ_PILOT_SUMMARIES,
     output:
         f"{WQ_DIR}/pilot.json",
     log:

@@ -7,14 +7,18 @@ from common.report import RULE, ImplementationCheckFailed, assemble, figure_entr
 
 
 def test_rerun_entries():
-    entries = rerun_entries("finer_is_better", "smoke", ["results/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"])
+    entries = rerun_entries("finer_is_better", "smoke", ["results/smoke/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"])
     assert entries == [
         {"cell": "the whole report", "command": "snakemake --profile workflow/profiles/smoke "
-                                                "reports/finer_is_better.html"},
+                                                "reports/smoke/finer_is_better.html"},
         {"cell": "e2m1-ue4m3-b4-absmax.json", "command": "snakemake --profile workflow/profiles/smoke "
-                                                         "results/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"},
-        {"cell": "verify the artifacts", "command": "sha256sum -c reports/finer_is_better.SHA256SUMS"},
+                                                         "results/smoke/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"},
+        {"cell": "verify the artifacts", "command": "sha256sum -c reports/smoke/finer_is_better.SHA256SUMS",
+         "sums": "reports/smoke/finer_is_better.SHA256SUMS"},
     ]
+    # the default profile: the design's command, no flag (profiles/default), the short paths
+    assert [e["command"] for e in rerun_entries("winq", "default", [])] == [
+        "snakemake reports/winq.html", "sha256sum -c reports/winq.SHA256SUMS"]
 
 
 def test_figure_entries_put_the_pdf_beside_the_png():

@@ -53,6 +53,22 @@ def test_snakefmt_check_passes():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+def test_the_design_command_runs_with_no_flag_and_a_size_profile_keeps_its_own():
+    """``snakemake reports/finer_is_better.html`` as the design card writes it, from the repository root: Snakemake's
+    workflow profile (profiles/default) gives the cores, the default size profile its paths; with --profile smoke on
+    top, the smoke profile's config and paths stand (the workflow profile sets nothing a size profile does but the
+    cores and the rerun policy)."""
+    snakemake = str(BIN / "snakemake")
+    design = run(snakemake, "-n", "-F", "reports/finer_is_better.html")
+    assert design.returncode == 0, design.stderr[-3000:]
+    assert "output: reports/finer_is_better.html" in design.stdout
+    assert "results/smoke/" not in design.stdout
+    smoke = run(snakemake, "--profile", "workflow/profiles/smoke", "-n", "-F", "reports/smoke/finer_is_better.html")
+    assert smoke.returncode == 0, smoke.stderr[-3000:]
+    assert "output: reports/smoke/finer_is_better.html" in smoke.stdout
+    assert "profile=default" not in smoke.stdout + smoke.stderr
+
+
 def test_slurm_profile_dry_run_needs_no_cluster(dry_runs):
     assert "fib_ptq_cell" in dry_runs("slurm", "reports/finer_is_better.html")
 
