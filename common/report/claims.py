@@ -39,6 +39,7 @@ Every paper's claims step (``python -m papers.<paper> claims``) ends in :func:`w
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -57,7 +58,7 @@ VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this 
 DIRECTIONS = ("above", "below", "within")
 KINDS = ("paper", "finding", "check", "control")
 SPEC_FIELDS = ("kind", "group", "statement", "paper", "statistic", "direction", "threshold", "source")
-OPTIONAL_SPEC_FIELDS = ("requires", "quote", "where", "control", "revised")
+OPTIONAL_SPEC_FIELDS = ("requires", "quote", "where", "control", "revised", "effect")
 RULE = ("reproduced: the 95% interval lies entirely on the predicted side of the threshold; contradicted: "
         "entirely on the other side; inconclusive: it straddles the threshold (for 'within', an equivalence test: "
         "reproduced iff the interval lies inside (-margin, margin), contradicted iff wholly outside); a bound whose "
@@ -114,8 +115,9 @@ class ClaimSpec:
     """A row as the config states it, before any data: the paper's words and number, our prediction, the regime
     quantities its mechanism ``requires`` (row id -> reason; :mod:`common.report.regime`), its ``kind``
     (:data:`KINDS`), for a paper row the ``quote`` of the paper's sentence and ``where`` it stands, the id of its
-    negative ``control`` (a bound's), and ``revised`` (``{"commit", "why"}``: a revision after results known from
-    review, :mod:`common.report.history`)."""
+    negative ``control`` (a bound's), ``revised`` (``{"commit", "why"}``: a revision after results known from
+    review, :mod:`common.report.history`) and the paper's ``effect`` in the statistic's unit (the row's power,
+    :func:`power_text`; None: not stated)."""
 
     id: str
     group: str
@@ -128,6 +130,7 @@ class ClaimSpec:
     where: str = ""
     control: str = ""
     revised: Mapping[str, Any] = field(default_factory=dict)
+    effect: float | None = None
 
 
 def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims") -> dict[str, ClaimSpec]:
@@ -159,11 +162,14 @@ def claim_specs(entries: Mapping[str, Mapping[str, Any]], where: str = "claims")
         try:
             prediction = Prediction(str(entry["statistic"]), str(entry["direction"]), float(entry["threshold"]),
                                     str(entry["source"]))
+            effect = None if entry.get("effect") is None else float(entry["effect"])
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}.{cid}: {err}") from err
+        if effect is not None and not (math.isfinite(effect) and effect > 0):
+            raise ValueError(f"{where}.{cid}.effect must be a positive number (the paper's effect), got {effect!r}")
         specs[cid] = ClaimSpec(cid, str(entry["group"]), str(entry["statement"]), str(entry["paper"]), prediction,
                                dict(requires), str(entry["kind"]), str(entry.get("quote", "")),
-                               str(entry.get("where", "")), str(entry.get("control", "")), revised)
+                               str(entry.get("where", "")), str(entry.get("control", "")), revised, effect)
     for cid, spec in specs.items():
         if spec.control and specs.get(spec.control, spec).kind != "control":
             raise ValueError(f"{where}.{cid}.control names {spec.control!r}, which is not a control row of {where}")
@@ -271,10 +277,23 @@ def rule_verdict(prediction: Prediction, estimate: Estimate | None, outside_regi
     return VERDICTS[2] if control_failed and verdict == VERDICTS[0] else verdict
 
 
+def power_text(estimate: Estimate, effect: float) -> str:
+    """What the interval can resolve: its half-width ``(high - low) / 2`` against half the paper's ``effect``. An
+    interval narrower than that, centred on the paper's effect, excludes zero, and centred on zero excludes the
+    paper's effect: it can tell the two apart (the sizing rule of the seeds, issue 37)."""
+    half = (estimate.high - estimate.low) / 2
+    verdict = ("narrow enough to tell the paper's effect from none" if half < effect / 2
+               else "too wide to tell the paper's effect from none: an inconclusive verdict here says little")
+    return (f"Power: the interval's half-width {half:.3g} against half the paper's effect {effect / 2:.3g} "
+            f"({effect:g}): {verdict}.")
+
+
 def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reason: str = "",
           evidence: Iterable[str] = ()) -> Claim:
     """The row of ``spec`` with its verdict made by the rule from ``estimate`` (None: not testable, ``reason``
-    required)."""
+    required); with the paper's ``effect`` stated, the detail ends with the row's power (:func:`power_text`)."""
+    if estimate is not None and spec.effect is not None:
+        detail = " ".join(filter(None, [detail, power_text(estimate, spec.effect)]))
     return Claim(spec.id, spec.group, spec.statement, spec.paper, spec.prediction, estimate,
                  spec.prediction.verdict(estimate), detail, reason, tuple(evidence), dict(spec.requires),
                  kind=spec.kind, quote=spec.quote, where=spec.where, control=spec.control)

@@ -95,6 +95,48 @@ def hessian_table(summary: Mapping[str, Any]) -> dict[str, Any]:
                         "largest |eigenvalue|", "parameters", "probes x steps", "seconds"], "rows": rows}
 
 
+def _number(value: float | None, fmt: str = "{:.3g}") -> str:
+    return "undefined" if value is None else fmt.format(value)
+
+
+def pilot_table(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The baseline-only pilot's recorded table (the config's ``pilot.record``, :mod:`papers.winq.premise`): per
+    candidate and pilot setting its schedule, the premise (the stall ratio) and its context, the card's travel and
+    step, and per candidate the seconds a step, the estimated default wall time and what the rule read; None before
+    a pilot is recorded."""
+    pilot = config["pilot"]
+    record = pilot.get("record")
+    if not record:
+        return None
+    bound = {s: config["regime"][f"stall_{s.replace('.', '_')}"]["bounds"][1] for s in pilot["settings"]}
+    rows = []
+    for row in record["rows"]:
+        decision = "; ".join([
+            "premise holds" if row["premise_holds"] else "premise fails",
+            "card inside" if row["card_inside"] else f"card outside ({', '.join(row['card_outside'])})",
+            f"{'fits' if row['fits'] else 'over'} the {pilot['budget']['hours']:g} h budget",
+            "chosen" if row["candidate"] == record["chosen"] else "not chosen"])
+        for setting in pilot["settings"]:
+            entry, suffix = row["settings"][setting], setting.replace(".", "_")
+            rows.append([row["candidate"], setting, f"{entry['lr']:g} x {entry['steps']:,}",
+                         f"{_number(entry['stall'])} (<= {bound[setting]:g})", _number(entry["gain_per_lr"]),
+                         _number(entry["relative_grad_norm"]), _number(entry["late_share"], "{:.1f}%"),
+                         _number(row["card"].get(f"travel_{suffix}")), _number(row["card"].get(f"step_{suffix}")),
+                         f"{row['seconds_per_step']:.3f}", f"{row['budget_hours']:.2f}", decision])
+    chosen = record["chosen"] or ("none: the default keeps its regime, and the method rows are not testable where "
+                                  "its premise fails")
+    return {"caption": f"The baseline-only pilot (issue 37), run at commit {record['commit']} on seed {pilot['seed']}, "
+                       "held out from the claims' seeds, before any run of a chosen regime: per candidate and setting "
+                       "its learning rate x steps, the premise (the stall ratio: codes changed per unit of summed "
+                       "learning rate, last half / first; a stall is at most the bound) and its context (the "
+                       "validation gain per unit of learning rate, last half / first; the authors' relative gradient "
+                       "norm, last / second quarter; the share of the log-perplexity gain made in the last half), the "
+                       "card's travel per period and step (bins), the seconds a step and the default profile's "
+                       f"estimated wall time under the candidate. The rule, fixed before the runs, chose: {chosen}",
+            "columns": ["candidate", "setting", "lr x steps", "stall", "gain per lr", "rel. grad norm", "late share",
+                        "travel", "step", "s / step", "default h", "the rule"], "rows": rows}
+
+
 GROUP_LABELS = {"low_bit": "W <= 2 A16", "a8": "A8", "high_bit": "W >= 3 A16"}  # learning-rate groups, as the paper
 
 
@@ -168,7 +210,7 @@ def build_context(*, config: Mapping[str, Any], profile: str, summary: Mapping[s
     rows, checks and the regime card), re-validated row by row by ``assemble``; ``model`` and ``corpus``: the base
     model's facts (:func:`papers.winq.regime.model_facts`) and the QAT corpus, for the setup table
     (:func:`setup_ours`)."""
-    tables = [run_table(summary), hessian_table(summary)]
+    tables = [run_table(summary), hessian_table(summary), *filter(None, [pilot_table(config)])]
     setup = setup_rows(config["paper_setup"], setup_ours(config, model, corpus))
     return assemble(paper=PAPER, figures=figures, tables=tables, claims=claims, setup=setup,
                     provenance=provenance({"paper": config, "profile": profile}, seeds=seeds,

@@ -212,3 +212,19 @@ def test_coverage_and_dates_follow_rows_derived_from_one_config_row(tmp_path):
                                          r"which no paper row of the claims table comes from"):
         write_claims(tmp_path / "claims.json", lambda s, st, e: ClaimsResult([], []), config, None,
                      Evidence(0.95, 1000, 0), [], "demo", root=tmp_path)
+
+
+def test_a_row_with_the_papers_effect_states_its_power():
+    """The detail ends with the interval's half-width against half the paper's effect: narrow enough to tell the
+    effect from none, or too wide."""
+    from common.report.claims import power_text
+
+    spec = claim_specs({"gain": {**SPEC, "effect": 4.8}})["gain"]
+    narrow, wide = _est(0.0, 2.0), _est(-4.0, 6.0)
+    assert power_text(narrow, 4.8) == ("Power: the interval's half-width 1 against half the paper's effect 2.4 (4.8): "
+                                       "narrow enough to tell the paper's effect from none.")
+    assert judge(spec, narrow, detail="3 seeds").detail == "3 seeds " + power_text(narrow, 4.8)
+    assert "too wide to tell the paper's effect from none" in judge(spec, wide).detail
+    assert judge(claim_specs({"gain": SPEC})["gain"], wide).detail == ""  # no effect stated, no power
+    with pytest.raises(ValueError, match=r"claims\.gain\.effect must be a positive number"):
+        claim_specs({"gain": {**SPEC, "effect": -1}})
