@@ -69,6 +69,19 @@ def test_the_design_command_runs_with_no_flag_and_a_size_profile_keeps_its_own()
     assert "profile=default" not in smoke.stdout + smoke.stderr
 
 
+def test_the_winq_pilot_plans_the_baselines_of_every_candidate(dry_runs):
+    """results/<profile>/winq/pilot.json (papers.winq.premise): one baseline per candidate and pilot setting on the
+    pilot's seed, each under its candidate's folder, then the table; nothing of the study itself."""
+    plan = dry_runs("smoke", "results/smoke/winq/pilot.json")
+    trained = sorted(line.split("output: ", 1)[1].split(",")[0] for line in plan.splitlines()
+                     if "output: results/smoke/models/trained/winq/pilot/" in line)
+    assert trained == [f"results/smoke/models/trained/winq/pilot/{c}/{s}-baseline/seed100"
+                       for c in ("lr1e-3", "lr3e-4_2560", "lr4e-3") for s in ("w1", "w2")]
+    assert "rule wq_pilot:" in plan
+    assert "rule wq_train:" not in plan
+    assert "rule wq_summary:" not in plan
+
+
 def test_slurm_profile_dry_run_needs_no_cluster(dry_runs):
     assert "fib_ptq_cell" in dry_runs("slurm", "reports/finer_is_better.html")
 
