@@ -293,7 +293,8 @@ def judge(spec: ClaimSpec, estimate: Estimate | None, *, detail: str = "", reaso
     """The row of ``spec`` with its verdict made by the rule from ``estimate`` (None: not testable, ``reason``
     required); with the paper's ``effect`` stated, the detail ends with the row's power (:func:`power_text`)."""
     if estimate is not None and spec.effect is not None:
-        detail = " ".join(filter(None, [detail, power_text(estimate, spec.effect)]))
+        detail = f"{detail.rstrip('. ')}. {power_text(estimate, spec.effect)}" if detail else power_text(
+            estimate, spec.effect)
     return Claim(spec.id, spec.group, spec.statement, spec.paper, spec.prediction, estimate,
                  spec.prediction.verdict(estimate), detail, reason, tuple(evidence), dict(spec.requires),
                  kind=spec.kind, quote=spec.quote, where=spec.where, control=spec.control)

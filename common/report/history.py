@@ -155,8 +155,9 @@ def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, Any]
                 records: Iterable[Mapping[str, str]], built_configs: Mapping[str, str | None],
                 versions: Sequence[tuple[str, str, str | None]], root: str | os.PathLike[str],
                 config: str) -> dict[str, Any]:
-    """The revision of row ``cid``'s prediction ``current`` after its first tracked results, or the one its config
-    names (``revised``: ``{"commit", "why"}``), or ``{}``."""
+    """The revision of row ``cid``'s prediction ``current`` after its first tracked results (with the config's
+    ``revised.why`` as ``why`` where it gives one), or the one its config names (``revised``: ``{"commit", "why"}``),
+    or ``{}``."""
     for record in records:
         earlier = prediction_of(built_configs.get(record["built"]), paper, cid)
         if earlier is None:
@@ -164,8 +165,9 @@ def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, Any]
         if earlier == current:
             break
         change = first_change_after(earlier, cid, paper, versions)
+        why = {"why": str(revised["why"])} if revised else {}  # the config's reason for a revision git found
         return {"earlier": earlier, **change, "results": f"{record['source']} ({record['date'][:10]}), built at "
-                f"{record['built'][:7]}", "how": "git"}
+                f"{record['built'][:7]}", "how": "git", **why}
     if revised:
         commit = git(root, "rev-parse", f"{revised['commit']}^{{commit}}")
         if "earlier" in revised:

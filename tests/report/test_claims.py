@@ -223,7 +223,8 @@ def test_a_row_with_the_papers_effect_states_its_power():
     narrow, wide = _est(0.0, 2.0), _est(-4.0, 6.0)
     assert power_text(narrow, 4.8) == ("Power: the interval's half-width 1 against half the paper's effect 2.4 (4.8): "
                                        "narrow enough to tell the paper's effect from none.")
-    assert judge(spec, narrow, detail="3 seeds").detail == "3 seeds " + power_text(narrow, 4.8)
+    assert judge(spec, narrow, detail="3 seeds").detail == "3 seeds. " + power_text(narrow, 4.8)
+    assert judge(spec, narrow).detail == power_text(narrow, 4.8)
     assert "too wide to tell the paper's effect from none" in judge(spec, wide).detail
     assert judge(claim_specs({"gain": SPEC})["gain"], wide).detail == ""  # no effect stated, no power
     with pytest.raises(ValueError, match=r"claims\.gain\.effect must be a positive number"):

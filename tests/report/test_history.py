@@ -92,6 +92,11 @@ def test_requires_and_statistic_changes_are_revisions_and_uncommitted_ones_are_n
     premise = row(0.5, requires={"premise": "the baseline stagnates"})
     commit(repo, {"papers/demo/config.yaml": config(a=premise)}, "a premise added after results", 3)
     assert histories(repo, {"a": premise})["a"]["revision"]["earlier"]["requires"] == []
+    assert "why" not in histories(repo, {"a": premise})["a"]["revision"]
+    # git finds the revision; the config says why (the commit it names is the one git found)
+    stated = histories(repo, {"a": premise}, {"a": {"commit": "HEAD", "why": "the premise, before the new runs"}})
+    assert (stated["a"]["revision"]["how"], stated["a"]["revision"]["why"]) == ("git",
+                                                                               "the premise, before the new runs")
     (repo / "papers/demo/config.yaml").write_text(yaml.safe_dump(config(a=row(0.5, statistic="ppl(4) - ppl(8)"))))
     dirty = histories(repo, {"a": row(0.5, statistic="ppl(4) - ppl(8)")})["a"]
     assert dirty["prediction"] == {"note": "uncommitted changes"}
