@@ -13,7 +13,8 @@ import numpy as np
 from common.report import assemble, provenance, rerun_entries, setup_rows, signed_percent
 from common.train import TrainConfig
 
-from .settings import GROUPS, KEY, interpolation_every, learning_rate_group, run_steps
+from .premise import pilot_study
+from .settings import GROUPS, KEY, interpolation_every, learning_rate_group, run_steps, train_config
 from .study import ACCURACIES
 
 PAPER = {
@@ -101,9 +102,9 @@ def _number(value: float | None, fmt: str = "{:.3g}") -> str:
 
 def pilot_table(config: Mapping[str, Any]) -> dict[str, Any] | None:
     """The baseline-only pilot's recorded table (the config's ``pilot.record``, :mod:`papers.winq.premise`): per
-    candidate and pilot setting its schedule, the premise (the stall ratio) and its context, the card's travel and
-    step, and per candidate the seconds a step, the estimated default wall time and what the rule read; None before
-    a pilot is recorded."""
+    candidate and pilot setting its schedule (from the config), the premise (the stall ratio) and its context, the
+    card's travel and step, and per candidate the seconds a step, the estimated default wall time and what the rule
+    read; None before a pilot is recorded."""
     pilot = config["pilot"]
     record = pilot.get("record")
     if not record:
@@ -118,7 +119,8 @@ def pilot_table(config: Mapping[str, Any]) -> dict[str, Any] | None:
             "chosen" if row["candidate"] == record["chosen"] else "not chosen"])
         for setting in pilot["settings"]:
             entry, suffix = row["settings"][setting], setting.replace(".", "_")
-            rows.append([row["candidate"], setting, f"{entry['lr']:g} x {entry['steps']:,}",
+            train = train_config(pilot_study(config, row["candidate"]), f"{setting}-baseline")
+            rows.append([row["candidate"], setting, f"{train.lr:g} x {train.max_steps:,}",
                          f"{_number(entry['stall'])} (<= {bound[setting]:g})", _number(entry["gain_per_lr"]),
                          _number(entry["relative_grad_norm"]), _number(entry["late_share"], "{:.1f}%"),
                          _number(row["card"].get(f"travel_{suffix}")), _number(row["card"].get(f"step_{suffix}")),
@@ -132,7 +134,8 @@ def pilot_table(config: Mapping[str, Any]) -> dict[str, Any] | None:
                        "validation gain per unit of learning rate, last half / first; the authors' relative gradient "
                        "norm, last / second quarter; the share of the log-perplexity gain made in the last half), the "
                        "card's travel per period and step (bins), the seconds a step and the default profile's "
-                       f"estimated wall time under the candidate. The rule, fixed before the runs, chose: {chosen}",
+                       "estimated wall time under the candidate (undefined: no gain in the first half of the run, or "
+                       f"none over it). The rule, fixed before the runs, chose: {chosen}",
             "columns": ["candidate", "setting", "lr x steps", "stall", "gain per lr", "rel. grad norm", "late share",
                         "travel", "step", "s / step", "default h", "the rule"], "rows": rows}
 

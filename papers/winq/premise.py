@@ -152,8 +152,7 @@ def pilot_row(config: Mapping[str, Any], name: str, runs: Mapping[str, Mapping[s
             raise ValueError(f"pilot candidate {name!r} has no {setting} baseline run")
         run, entry = f"{setting}-{PILOT_METHOD}", runs[setting]
         train = train_config(study, run)
-        settings[setting] = {"lr": train.lr, "steps": train.max_steps,
-                             PREMISE: cell_stall(study, run, entry["codes_changed"]),
+        settings[setting] = {PREMISE: cell_stall(study, run, entry["codes_changed"]),
                              "gain_per_lr": gain_per_lr(entry["curve"], train),
                              "relative_grad_norm": entry["relative_grad_norm"],
                              "late_share": late_share(entry["curve"], train.max_steps)}

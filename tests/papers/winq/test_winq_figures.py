@@ -207,7 +207,9 @@ def test_context_and_render(summary, evaluations, tmp_path):
     assert [row["id"] for row in context["regime"]] == list(config["regime"])
     assert context["outside_regime"] == 16  # the rows that require travel_w1
     assert [t["caption"][:10] for t in context["tables"]] == [run_table(summary)["caption"][:10],
-                                                               hessian_table(summary)["caption"][:10]]
+                                                               hessian_table(summary)["caption"][:10],
+                                                               "The baseli"]  # the recorded pilot (pilot.record)
+    assert context["tables"][2]["caption"].endswith("the method rows are not testable where its premise fails")
     runs = context["tables"][0]
     assert runs["rows"][1][:6] == ["w1-winq", "0, 1", "0.004", 3, "84.00 +- 5.66", "2.00x"]
     assert runs["rows"][-1][0] == "base model (full precision)"

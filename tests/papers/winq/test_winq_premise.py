@@ -132,7 +132,6 @@ def test_the_pilot_table_and_its_rule(tmp_path):
     assert rows["longer"]["seconds_per_step"] == pytest.approx(0.01, rel=1e-12)
     assert rows["longer"]["budget_hours"] == pytest.approx(33 / 60 + 1.58 * 12 * 1200 * 0.01 / 2 / 3600, rel=1e-12)
     assert table["chosen"] == "longer"  # the first whose premise holds, card inside, within the budget
-    assert (rows["longer"]["settings"]["w1"]["lr"], rows["longer"]["settings"]["w1"]["steps"]) == (1.0e-3, 1200)
     assert wp.choose([{**rows["longer"], "fits": False}]) is None
     with pytest.raises(ValueError, match=r"missing \['longer/w2-baseline/seed100'\]"):
         wp.pilot_table(config, folders[:-1], planted_parameters())
@@ -153,9 +152,9 @@ def test_the_report_shows_the_recorded_pilot(tmp_path):
     from papers.winq.context import pilot_table
 
     config = pilot_config()
-    assert pilot_table(config) is None  # nothing recorded yet
-    rows = [{"candidate": name, "settings": {s: {"lr": 1.0e-3, "steps": STEPS, "stall": stall, "gain_per_lr": 2.5,
-                                                 "relative_grad_norm": None, "late_share": 40.0}
+    assert pilot_table({**config, "pilot": {**config["pilot"], "record": None}}) is None  # nothing recorded yet
+    rows = [{"candidate": name, "settings": {s: {"stall": stall, "gain_per_lr": 2.5, "relative_grad_norm": None,
+                                                 "late_share": 40.0}
                                              for s in ("w1", "w2")},
              "card": {"travel_w1": 1.6, "step_w1": 0.0083, "travel_w2": 6.4, "step_w2": 0.033},
              "card_outside": [], "seconds_per_step": 0.3, "budget_hours": 3.2, "premise_holds": stall <= 0.5,
@@ -166,5 +165,6 @@ def test_the_report_shows_the_recorded_pilot(tmp_path):
                                 "0.0083", "0.300", "3.20", "premise fails; card inside; fits the 3.5 h budget; "
                                                            "not chosen"]
     assert table["rows"][3][-1] == "premise holds; card inside; fits the 3.5 h budget; chosen"
+    assert table["rows"][3][2] == "0.001 x 1,200"  # the candidate's schedule, from the config
     assert "run at commit 84132df on seed 100" in table["caption"]
     assert table["caption"].endswith("chose: longer")
