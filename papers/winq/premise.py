@@ -11,7 +11,7 @@ mostly the annealing of a decaying rate, not evidence of progress or of its abse
 **Stall ratio** (``stall``: the premise, the regime card's ``stall_<w>``). With ``c_k`` the share of the quantized
 weights' codes that changed over interpolation period ``k`` (``mechanism.jsonl``, recorded at the boundaries
 ``K, 2K, ..`` of every method, the baseline included) and ``S_k`` the learning rate summed over that period
-(:func:`papers.winq.regime.period_lr_sums`), over the ``P = N // K`` periods, ``early`` the first ``P // 2`` and
+(:func:`papers.winq.settings.period_lr_sums`), over the ``P = N // K`` periods, ``early`` the first ``P // 2`` and
 ``late`` the last ``P // 2`` (the middle one of an odd count in neither)::
 
     stall = (sum_late c_k / sum_late S_k) / (sum_early c_k / sum_early S_k)

@@ -16,8 +16,8 @@ is the summed learning rate over a period, in bin widths (the WinQ fact sheet, "
   counting its row's width (:func:`median_bin_width`, the lower median).
 * **Travel per period** (``travel_w<b>``): ``sum_{t<K} lr_t / w_b``, the learning rate summed over the first
   interpolation period (optimizer steps ``1 .. K``, the longest reach: the cosine decays) of the bit width's
-  learning-rate group (:func:`period_lr_sums`: :func:`common.train.learning_rate`, linear warmup then cosine),
-  over its median bin width ``w_b``.
+  learning-rate group (:func:`papers.winq.settings.period_lr_sums`: :func:`common.train.learning_rate`, linear
+  warmup then cosine), over its median bin width ``w_b``.
 * **Step** (``step_w<b>``): ``lr / w_b``, the peak learning rate in bin widths: about the largest move one Adam
   step makes.
 * **Quantized share** (``quantized_share``): the parameters of the linears low-bit QAT quantizes
@@ -43,9 +43,9 @@ import torch
 
 from common.quantizers.lowbit import LOWBIT_INCLUDE, clamp_alpha, init_alpha, lowbit_spec, normalized_levels
 from common.report import RegimeRow, regime_rows, regime_specs
-from common.train import TrainConfig, learning_rate
+from common.train import TrainConfig
 
-from .settings import interpolation_every, learning_rate_group, run_steps
+from .settings import interpolation_every, learning_rate_group, period_lr_sums, run_steps
 
 CARD_BITS: dict[str, float] = {"w1": 1, "w1_58": 1.58, "w2": 2, "w3": 3, "w4": 4}  # id suffix -> weight bits (A16)
 PER_BITS = ("travel", "step")  # the quantities measured per bit width: <quantity>_<suffix>
@@ -110,18 +110,6 @@ def median_bin_width(weights: Iterable[torch.Tensor], bits: float) -> float:
     if not widths:
         raise ValueError("no quantized weight to take a bin width of")
     return weighted_lower_median(torch.cat(widths), torch.cat(counts))
-
-
-def period_lr_sums(train: TrainConfig, every: int) -> list[float]:
-    """The learning rate summed over each interpolation period, ``S_k = sum_{t=(k-1)K}^{kK-1} lr_t`` for
-    ``k = 1 .. N // K`` (``lr_t``: :func:`common.train.learning_rate` of 0-based optimizer step ``t``; the
-    interpolations follow optimizer steps ``K, 2K, ..`` counted from 1; a tail shorter than ``K`` is no period).
-    ValueError unless ``1 <= every <= max_steps``."""
-    if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= train.max_steps:
-        raise ValueError(f"the interpolation period K must be an integer in [1, max_steps = {train.max_steps}], "
-                         f"got {every!r}")
-    return [math.fsum(learning_rate(t, train) for t in range(start, start + every))
-            for start in range(0, train.max_steps - every + 1, every)]
 
 
 def quantized_weights(parameters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

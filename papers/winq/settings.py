@@ -25,6 +25,7 @@ profile's 240k steps for 1-2 bits and W1A8, 80k for >= 3 bits).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from common.config import active_profile, merged
 from common.qat.seeds import seed_cell
 from common.recipes import LOWBIT_BITS
 from common.registry import lookup
-from common.train import TrainConfig
+from common.train import TrainConfig, learning_rate
 
 KEY = "winq"
 FIGURES = ("curves", "grad-norm", "diagnostics", "final", "spectra", "spectra-methods",  # the report's figures
@@ -254,3 +255,13 @@ def train_config(config: Mapping[str, Any], name: str, seed: int = 0) -> TrainCo
                                   "seed": seed, "progress": False})
 
 
+def period_lr_sums(train: TrainConfig, every: int) -> list[float]:
+    """The learning rate summed over each interpolation period, ``S_k = sum_{t=(k-1)K}^{kK-1} lr_t`` for
+    ``k = 1 .. N // K`` (``lr_t``: :func:`common.train.learning_rate` of 0-based optimizer step ``t``; the
+    interpolations follow optimizer steps ``K, 2K, ..`` counted from 1; a tail shorter than ``K`` is no period).
+    ValueError unless ``1 <= every <= max_steps``."""
+    if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= train.max_steps:
+        raise ValueError(f"the interpolation period K must be an integer in [1, max_steps = {train.max_steps}], "
+                         f"got {every!r}")
+    return [math.fsum(learning_rate(t, train) for t in range(start, start + every))
+            for start in range(0, train.max_steps - every + 1, every)]

@@ -63,11 +63,11 @@ from common.eval.compare import metric_entry
 from common.io import read_jsonl
 from common.qat.seeds import parse_seed_cell, seed_cell
 
-from .regime import period_lr_sums
 from .settings import (
     GROUPS,
     compared_methods,
     interpolation_every,
+    period_lr_sums,
     run_names,
     run_seeds,
     run_settings,

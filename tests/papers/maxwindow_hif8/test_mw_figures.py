@@ -325,10 +325,11 @@ def test_build_context(summary, cell, claims, setup):
     assert "circular block bootstrap over training steps" in context["paper"]["method"]
     assert len(context["artifacts"]) == 2 + 2 * 5
     assert context["artifacts"][0] == "results/figures/downstream.pdf"
-    assert context["rerun"][0] == {"cell": "the whole report",
-                                   "command": "snakemake --profile workflow/profiles/smoke reports/maxwindow_hif8.html"}
+    assert context["rerun"][0] == {"cell": "the whole report", "command": "snakemake --profile "
+                                   "workflow/profiles/smoke reports/smoke/maxwindow_hif8.html"}  # the profile's paths
     assert context["rerun"][1]["cell"] == "pretrain.json"
-    assert context["rerun"][-1]["command"] == "sha256sum -c reports/maxwindow_hif8.SHA256SUMS"
+    assert context["rerun"][-1]["command"] == "sha256sum -c reports/smoke/maxwindow_hif8.SHA256SUMS"
+    assert context["sums"] == "reports/smoke/maxwindow_hif8.SHA256SUMS"
     assert context["provenance"]["seeds"] == {"training data order": 0, "observer study": 0}
     assert context["provenance"]["stage_seconds"] == {"run": 1.0}
 

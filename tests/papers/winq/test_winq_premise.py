@@ -17,7 +17,8 @@ from winq_testing import (
 
 from common.config import merged
 from papers.winq import premise as wp
-from papers.winq.regime import period_lr_sums, premise_values
+from papers.winq.regime import premise_values
+from papers.winq.settings import period_lr_sums
 from papers.winq.study import stall_ratio, study_summary
 
 

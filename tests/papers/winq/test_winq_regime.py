@@ -16,7 +16,7 @@ from common.models import get_architecture
 from common.quantizers.lowbit import lowbit_selection, lowbit_spec
 from common.train import TrainConfig
 from papers.winq import regime as wr
-from papers.winq.settings import profile_config
+from papers.winq.settings import period_lr_sums, profile_config
 
 RAW = yaml.safe_load(CONFIG.read_text())["winq"]
 # two rows: mean|W| 1.5 and 0.5, max|W| 3 and 0.5
@@ -81,24 +81,24 @@ def test_median_bin_width_counts_every_weight():
 
 def test_period_lr_sums_on_a_planted_schedule():
     train = TrainConfig(max_steps=4, lr=1.0, warmup_steps=2, min_lr_ratio=0.0)  # lr_t: 0.5, 1, 1, 0
-    assert wr.period_lr_sums(train, 2) == [1.5, 1.0]
-    assert wr.period_lr_sums(train, 3) == [2.5]  # the tail after the last interpolation is no period
-    assert wr.period_lr_sums(train, 1) == [0.5, 1.0, 1.0, 0.0]
+    assert period_lr_sums(train, 2) == [1.5, 1.0]
+    assert period_lr_sums(train, 3) == [2.5]  # the tail after the last interpolation is no period
+    assert period_lr_sums(train, 1) == [0.5, 1.0, 1.0, 0.0]
     for every in (0, 5, True, 2.0):
         with pytest.raises(ValueError, match=r"integer in \[1, max_steps = 4\]"):
-            wr.period_lr_sums(train, every)
+            period_lr_sums(train, every)
 
 
 def test_period_lr_sums_of_ours_and_the_papers():
     ours = TrainConfig(max_steps=640, lr=3e-5, warmup_steps=32, min_lr_ratio=0.0)  # the default profile's 1-2 bits
-    assert [round(s, 4) for s in wr.period_lr_sums(ours, 160)] == [0.0042, 0.0035, 0.0016, 0.0003]
+    assert [round(s, 4) for s in period_lr_sums(ours, 160)] == [0.0042, 0.0035, 0.0016, 0.0003]
     paper = profile_config(RAW, "paper")
     train, every = wr.bit_schedule(paper, 1)
     assert (train.lr, train.max_steps, train.warmup_steps, every) == (2e-5, 240_000, 1000, 60_000)
-    assert [round(s, 2) for s in wr.period_lr_sums(train, every)] == [1.13, 0.83, 0.38, 0.06]
+    assert [round(s, 2) for s in period_lr_sums(train, every)] == [1.13, 0.83, 0.38, 0.06]
     train, every = wr.bit_schedule(paper, 3)
     assert (train.lr, train.max_steps, every) == (1e-5, 80_000, 40_000)
-    assert [round(s, 4) for s in wr.period_lr_sums(train, every)] == [0.3257, 0.0743]
+    assert [round(s, 4) for s in period_lr_sums(train, every)] == [0.3257, 0.0743]
 
 
 def test_quantized_share_of_a_planted_state_dict():
@@ -156,7 +156,7 @@ def test_the_papers_values_follow_from_the_stated_estimate():
         alpha = MEAN_ABS if spec.family == "binary" else tuple(m / spec.grad_qp for m in ROW_MAX)
         narrow, wide = (wr.level_spacing(bits) * a for a in alpha)
         train, every = low if bits <= 2 else high
-        summed = wr.period_lr_sums(train, every)[0]
+        summed = period_lr_sums(train, every)[0]
         for kind, value in (("travel", summed), ("step", train.lr)):
             expected = [float(f"{value / wide:.3g}"), float(f"{value / narrow:.3g}")]
             assert RAW["regime"][f"{kind}_{suffix}"]["paper"] == expected, f"{kind}_{suffix}"
