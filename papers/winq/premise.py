@@ -53,17 +53,16 @@ import torch
 
 from common.config import merged
 from common.io import read_json
-from common.qat.seeds import seed_cell
-from common.report import regime_specs
+from common.qat.seeds import parse_seed_cell, seed_cell
+from common.report import RegimeRow, regime_specs
 from common.train import TrainConfig, learning_rate
 
 from .regime import regime_values
-from .settings import learning_rate_group, run_steps, train_config, training_cells
+from .settings import run_settings, train_config, training_cells
 from .study import cell_stall, mechanism_summary, read_curve, read_records, stagnation_summary, value_at_half
 
 PILOT_METHOD = "baseline"
 PREMISE = "stall"  # the regime card's premise rows: stall_<suffix of papers.winq.regime.CARD_BITS>
-CONTEXT = ("gain_per_lr", "relative_grad_norm", "late_share")
 PERCENT = 100.0
 
 
@@ -126,14 +125,9 @@ def budget_hours(config: Mapping[str, Any], name: str, seconds_per_step: float) 
     spectra), over its ``cores``."""
     budget = config["pilot"]["budget"]
     study = candidate_config(config, name)
-    steps = sum(run_steps(study, learning_rate_group(*_bits(study, cell))) for cell in training_cells(study))
+    steps = sum(run_settings(study, parse_seed_cell(cell)[0])["max_steps"] for cell in training_cells(study))
     return (budget["pretraining_minutes"] / 60
             + budget["overhead"] * steps * seconds_per_step / budget["cores"] / 3600)
-
-
-def _bits(config: Mapping[str, Any], cell: str) -> tuple[float, int | None]:
-    entry = config["settings"][cell.partition("-")[0]]
-    return entry["bits"], entry["activation_bits"]
 
 
 def pilot_row(config: Mapping[str, Any], name: str, runs: Mapping[str, Mapping[str, Any]],
@@ -161,22 +155,14 @@ def pilot_row(config: Mapping[str, Any], name: str, runs: Mapping[str, Mapping[s
     if lacking:
         raise ValueError(f"the regime card has no premise row {', '.join(lacking)} for the pilot's settings (the rule "
                          "reads its bound)")
-    bound = {s: specs[rid].bounds for s, rid in premise_rows.items()}
-    premise = all(inside(settings[s][PREMISE], bound[s]) for s in pilot["settings"])
-    outside = sorted(rid for rid, value in card_rows.items() if not inside(value, specs[rid].bounds))
+    premise = all(RegimeRow(specs[rid], settings[s][PREMISE]).inside for s, rid in premise_rows.items())
+    outside = sorted(rid for rid, value in card_rows.items() if not RegimeRow(specs[rid], value).inside)
     seconds = math.fsum(runs[s]["seconds"] for s in pilot["settings"])
     per_step = seconds / sum(runs[s]["steps"] for s in pilot["settings"])
     hours = budget_hours(config, name, per_step)
     return {"candidate": name, "overrides": dict(pilot["candidates"][name]), "settings": settings,
             "card": card_rows, "card_outside": outside, "seconds_per_step": per_step, "budget_hours": hours,
             "premise_holds": premise, "card_inside": not outside, "fits": hours <= pilot["budget"]["hours"]}
-
-
-def inside(value: float | None, bounds: tuple[float | None, float | None]) -> bool:
-    """``value`` lies within ``bounds`` (``None`` ends open; a missing value is not inside)."""
-    low, high = bounds
-    return value is not None and math.isfinite(value) and (low is None or value >= low) and (high is None
-                                                                                          or value <= high)
 
 
 def read_pilot_run(run_dir: str | os.PathLike[str], max_steps: int) -> dict[str, Any]:
@@ -203,13 +189,12 @@ def pilot_table(config: Mapping[str, Any], run_dirs: Sequence[str | os.PathLike[
     missing, stray = [c for c in wanted if c not in folders], [c for c in folders if c not in wanted]
     if missing or stray:
         raise ValueError(f"pilot run folders: missing {missing or 'none'}, not pilot cells {stray or 'none'}")
-    rows = []
-    for name in config["pilot"]["candidates"]:
-        study = pilot_study(config, name)
-        runs = {s: read_pilot_run(folders[f"{name}/{seed_cell(f'{s}-{PILOT_METHOD}', int(config['pilot']['seed']))}"],
-                                  train_config(study, f"{s}-{PILOT_METHOD}").max_steps)
-                for s in config["pilot"]["settings"]}
-        rows.append(pilot_row(config, name, runs, parameters))
+    runs: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in config["pilot"]["candidates"]}
+    for name, cell in pilot_runs(config):
+        run = parse_seed_cell(cell)[0]
+        runs[name][run.rpartition("-")[0]] = read_pilot_run(folders[f"{name}/{cell}"],
+                                                            train_config(pilot_study(config, name), run).max_steps)
+    rows = [pilot_row(config, name, settings, parameters) for name, settings in runs.items()]
     return {"seed": int(config["pilot"]["seed"]), "settings": list(config["pilot"]["settings"]),
             "budget": dict(config["pilot"]["budget"]), "rows": rows, "chosen": choose(rows)}
 
