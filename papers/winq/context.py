@@ -14,6 +14,7 @@ from common.report import assemble, provenance, rerun_entries, setup_rows, signe
 from common.train import TrainConfig
 
 from .premise import pilot_study
+from .regime import stall_id
 from .settings import GROUPS, KEY, interpolation_every, learning_rate_group, run_steps, train_config
 from .study import ACCURACIES
 
@@ -109,7 +110,7 @@ def pilot_table(config: Mapping[str, Any]) -> dict[str, Any] | None:
     record = pilot.get("record")
     if not record:
         return None
-    bound = {s: config["regime"][f"stall_{s.replace('.', '_')}"]["bounds"][1] for s in pilot["settings"]}
+    bound = {s: config["regime"][stall_id(s)]["bounds"][1] for s in pilot["settings"]}
     rows = []
     for row in record["rows"]:
         decision = "; ".join([

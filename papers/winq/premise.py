@@ -57,12 +57,11 @@ from common.qat.seeds import parse_seed_cell, seed_cell
 from common.report import RegimeRow, regime_specs
 from common.train import TrainConfig, learning_rate
 
-from .regime import regime_values
+from .regime import STALL, regime_values, stall_id
 from .settings import run_settings, train_config, training_cells
 from .study import cell_stall, mechanism_summary, read_curve, read_records, stagnation_summary, value_at_half
 
 PILOT_METHOD = "baseline"
-PREMISE = "stall"  # the regime card's premise rows: stall_<suffix of papers.winq.regime.CARD_BITS>
 PERCENT = 100.0
 
 
@@ -139,23 +138,23 @@ def pilot_row(config: Mapping[str, Any], name: str, runs: Mapping[str, Mapping[s
     pilot, study = config["pilot"], pilot_study(config, name)
     specs = regime_specs(config["regime"])
     card, _ = regime_values(study, parameters)
-    card_rows = {rid: value for rid, value in card.items() if rid in specs and not rid.startswith(f"{PREMISE}_")}
+    card_rows = {rid: value for rid, value in card.items() if rid in specs and not rid.startswith(f"{STALL}_")}
     settings: dict[str, dict[str, Any]] = {}
     for setting in pilot["settings"]:
         if setting not in runs:
             raise ValueError(f"pilot candidate {name!r} has no {setting} baseline run")
         run, entry = f"{setting}-{PILOT_METHOD}", runs[setting]
         train = train_config(study, run)
-        settings[setting] = {PREMISE: cell_stall(study, run, entry["codes_changed"]),
+        settings[setting] = {STALL: cell_stall(study, run, entry["codes_changed"]),
                              "gain_per_lr": gain_per_lr(entry["curve"], train),
                              "relative_grad_norm": entry["relative_grad_norm"],
                              "late_share": late_share(entry["curve"], train.max_steps)}
-    premise_rows = {s: f"{PREMISE}_{s.replace('.', '_')}" for s in pilot["settings"]}
+    premise_rows = {s: stall_id(s) for s in pilot["settings"]}
     lacking = [rid for rid in premise_rows.values() if rid not in specs]
     if lacking:
         raise ValueError(f"the regime card has no premise row {', '.join(lacking)} for the pilot's settings (the rule "
                          "reads its bound)")
-    premise = all(RegimeRow(specs[rid], settings[s][PREMISE]).inside for s, rid in premise_rows.items())
+    premise = all(RegimeRow(specs[rid], settings[s][STALL]).inside for s, rid in premise_rows.items())
     outside = sorted(rid for rid, value in card_rows.items() if not RegimeRow(specs[rid], value).inside)
     seconds = math.fsum(runs[s]["seconds"] for s in pilot["settings"])
     per_step = seconds / sum(runs[s]["steps"] for s in pilot["settings"])

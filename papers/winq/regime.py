@@ -175,6 +175,11 @@ def regime_values(config: Mapping[str, Any], parameters: Mapping[str, torch.Tens
             {**{rid: notes[rid] for rid in order}, **premise_notes})
 
 
+def stall_id(setting: str) -> str:
+    """The regime card's premise row of study setting ``setting``: ``stall_<setting>``, ``.`` written ``_``."""
+    return f"{STALL}_{setting.replace('.', '_')}"
+
+
 def stall_ids(regime: Mapping[str, Any]) -> list[str]:
     """The premise rows of a config's ``regime:`` mapping, ``stall_<setting>``, in its order."""
     return [rid for rid in regime if rid.startswith(f"{STALL}_")]
