@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: setup reports standin test bench lint clean-venv
+.PHONY: setup reports status standin test bench lint clean-venv
 
 setup: $(STAMP)
 
@@ -35,6 +35,11 @@ $(STAMP): envs/requirements.txt envs/constraints.txt envs/requirements-nodeps.tx
 reports: $(STAMP)
 	$(BIN)/python workflow/unlock_stale.py
 	$(BIN)/snakemake --profile workflow/profiles/$(PROFILE) --cores $(CORES) $(TARGETS)
+
+# which results of the profile are current and which are stale, per paper, and why (workflow/status.py: Snakemake's own
+# change detection, with params that digest each step's code, workflow/step_code.py); `make reports` rebuilds the stale
+status: $(STAMP)
+	$(BIN)/python -m workflow.status --profile $(PROFILE)
 
 # the paper profile on local stand-ins (docs/scale.md#the-stand-in-run): the smoke base model first, which it links
 standin: $(STAMP)

@@ -23,14 +23,18 @@ def figure_entries(pngs: Sequence[str], caption: Callable[[str], str]) -> list[d
 
 
 def rerun_entries(key: str, profile: str, examples: Sequence[str]) -> list[dict[str, str]]:
-    """Commands, run from the repository root, that rebuild the report, each example cell alone, and verify the
+    """Commands, run from the repository root, that rebuild the report, each example cell alone, recompute the
+    paper's cells and compare them with their records (``make verify``, workflow/verify.py), and verify the
     artifacts: ``snakemake <target>`` for the default profile (Snakemake's workflow profile ``profiles/default``
     gives the cores, ``workflow/config/default.yaml`` the profile), ``snakemake --profile workflow/profiles/<name>
     <target>`` for any other, with the report where that profile writes it (:func:`common.config.profile_dirs`)."""
-    snake = "snakemake" if profile == SHORT_PATHS_PROFILE else f"snakemake --profile workflow/profiles/{profile}"
+    default = profile == SHORT_PATHS_PROFILE
+    snake = "snakemake" if default else f"snakemake --profile workflow/profiles/{profile}"
     reports = profile_dirs(profile)[1]
     entries = [{"cell": "the whole report", "command": f"{snake} {reports}/{key}.html"}]
     entries += [{"cell": target.rsplit("/", 1)[-1], "command": f"{snake} {target}"} for target in examples]
+    entries.append({"cell": "recompute every cell and compare",
+                    "command": f"make verify PAPER={key}" + ("" if default else f" PROFILE={profile}")})
     sums = f"{reports}/{key}.SHA256SUMS"
     entries.append({"cell": "verify the artifacts", "command": f"sha256sum -c {sums}", "sums": sums})
     return entries

@@ -26,8 +26,13 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+BUILD_OUTPUTS = ("results", "reports", "logs", "data", ".snakemake")  # what a build writes (some of it published)
+
+
 def git_state(root: str | os.PathLike[str] = ".") -> dict[str, Any]:
-    """``{"commit", "dirty"}`` of the repository at ``root`` (``commit`` None outside a git checkout)."""
+    """``{"commit", "dirty"}`` of the repository at ``root`` (``commit`` None outside a git checkout). ``dirty``: a
+    tracked file differs from the commit, outside :data:`BUILD_OUTPUTS`: the published results (and Snakemake's
+    records of them) are tracked, and a build that rewrites them has not changed the code or config it ran."""
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
@@ -36,7 +41,8 @@ def git_state(root: str | os.PathLike[str] = ".") -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *(f":(exclude){folder}" for folder in BUILD_OUTPUTS))
     return {"commit": commit, "dirty": bool(status) if commit is not None else None}
 
 

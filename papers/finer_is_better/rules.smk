@@ -24,6 +24,7 @@ rule fib_mse_cells:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.finer_is_better.__main__:mse_cells"),
         config=fib_mse_config,
         cells=lambda w: " ".join(
             f"{FIB['element']}-{w.scale}-b{block}-{w.variant}" for block in FIB["numerical"]["block_sizes"]
@@ -44,6 +45,7 @@ rule fib_mse_summary:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.finer_is_better.__main__:mse_summary"),
         config=json_arg({"element": FIB["element"], "regions": FIB["regions"]}),
     shell:
         "python -m papers.finer_is_better mse-summary --config-json {params.config} --cells {input}"
@@ -66,6 +68,7 @@ rule fib_ptq_unquantized:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.finer_is_better.__main__:ptq_unquantized"),
         config=fib_ptq_config(quantized=False),
         compute=compute_flags(),
     shell:
@@ -90,6 +93,7 @@ rule fib_ptq_cells:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.finer_is_better.__main__:ptq_cells"),
         config=fib_ptq_config(quantized=True),
         cells=" ".join(fib_cells(FIB, "model")),
         compute=compute_flags(),
@@ -110,6 +114,8 @@ rule fib_gap_summary:
         f"{LOGS}/finer_is_better/ptq/{{model}}/summary.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("papers.finer_is_better.__main__:gap_summary"),
     shell:
         "python -m papers.finer_is_better gap-summary --model {wildcards.model} --unquantized {input.unquantized}"
         " --cells {input.cells} --out {output} > {log} 2>&1"
@@ -128,6 +134,7 @@ rule fib_figures:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.finer_is_better.__main__:figures"),
         figures=lambda w: figure_arguments(FIB_FIGURE_PLANS, f"{FIB_DIR}/figures", "--summary"),
     shell:
         "python -m papers.finer_is_better figures {params.figures} > {log} 2>&1"
@@ -146,6 +153,7 @@ rule fib_claims:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.finer_is_better.__main__:claims"),
         config=lambda w: json_arg(
             {k: FIB[k] for k in ("element", "model", "paper_gaps", "claims", "coverage", "regime")}
         ),
@@ -179,6 +187,7 @@ rule fib_context:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.finer_is_better.__main__:context"),
         config=lambda w: json_arg(FIB),  # a function: the claims' LaTeX braces are not wildcards
         profile=config["profile"],
         seed=CFG["seed"],

@@ -33,6 +33,7 @@ rule mw_train:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:train_run"),
         config=mw_run_config,
         compute=compute_flags(training=True),
         launch=launcher,
@@ -65,6 +66,7 @@ rule mw_evaluate:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:evaluate"),
         eval=json_arg(MW["eval"]),
         compute=compute_flags(),
     shell:
@@ -91,6 +93,7 @@ rule mw_evaluate_base:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:evaluate"),
         eval=json_arg(MW["eval"]),
         compute=compute_flags(),
     shell:
@@ -114,6 +117,7 @@ rule mw_summary:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:summary"),
         config=MW_GRID,
     shell:
         "python -m papers.maxwindow_hif8 summary --config-json {params.config} --logs {input.logs}"
@@ -129,6 +133,7 @@ rule mw_observer_study:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:observer_study"),
         config=json_arg({k: MW[k] for k in ("observers", "observer_options", "observer_study")}),
     shell:
         "python -m papers.maxwindow_hif8 observer-study --config-json {params.config} --out {output} > {log} 2>&1"
@@ -147,6 +152,7 @@ rule mw_figures:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:figures"),
         figures=lambda w: figure_arguments(MW_FIGURE_PLANS, f"{MW_DIR}/figures", "--inputs"),
     shell:
         "python -m papers.maxwindow_hif8 figures {params.figures} > {log} 2>&1"
@@ -169,6 +175,7 @@ rule mw_claims:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:claims"),
         config=json_arg(
             {
                 k: MW[k]
@@ -212,6 +219,7 @@ rule mw_context:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.maxwindow_hif8.__main__:context"),
         config=json_arg(MW),
         profile=config["profile"],
         seed=CFG["seed"],

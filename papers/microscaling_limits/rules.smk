@@ -42,6 +42,7 @@ rule msl_theory:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:theory"),
         config=msl_part("theory"),
     shell:
         "OMP_NUM_THREADS={threads} python -m papers.microscaling_limits theory --config-json {params.config}"
@@ -66,6 +67,7 @@ rule msl_simulation:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:simulation"),
         config=msl_part("simulation"),
         blocks=" ".join(str(block) for block in MSL["simulation"]["block_sizes"]),
     shell:
@@ -84,6 +86,7 @@ rule msl_validation:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:validation"),
         config=msl_part("simulation"),
     shell:
         "python -m papers.microscaling_limits validation --config-json {params.config} --cells {input}"
@@ -107,6 +110,7 @@ rule msl_paper_simulation:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:paper_simulation"),
         config=json_arg(
             {"element": MSL_ELEMENT, "paper_model": {k: MSL["paper_model"][k] for k in ("samples", "seed")}}
         ),
@@ -128,6 +132,7 @@ rule msl_compare_models:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:compare_models"),
         config=json_arg({"element": MSL_ELEMENT}),
     shell:
         "python -m papers.microscaling_limits compare-models --config-json {params.config} --cells {input}"
@@ -146,6 +151,7 @@ rule msl_tensors:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:tensors"),
         config=msl_part("tensors"),
         checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if input.checkpoint else "",
     shell:
@@ -170,6 +176,7 @@ rule msl_ptq_cells:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:ptq_cells"),
         config=MSL_CELL_PARTS[False],
         cells=" ".join(MSL_MODEL_CELLS),
         compute=compute_flags(),
@@ -196,6 +203,7 @@ rule msl_ptq_sweep_cells:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:ptq_cells"),
         config=MSL_CELL_PARTS[True],
         cells=" ".join(MSL_SWEEP_CELLS),
         compute=compute_flags(),
@@ -222,6 +230,7 @@ rule msl_zero_shot_cell:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:zero_shot_cell"),
         config=lambda w: MSL_CELL_PARTS[bool(SWEEP_MODEL.fullmatch(w.model))],
         compute=compute_flags(),
     shell:
@@ -240,6 +249,7 @@ rule msl_preregister:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:preregister"),
         config=json_arg({"element": MSL_ELEMENT, "sweep": {"block_size": MSL_SWEEP["block_size"]}}),
     shell:
         "python -m papers.microscaling_limits preregister --config-json {params.config} --out {output} > {log} 2>&1"
@@ -257,6 +267,7 @@ rule msl_sweep_tensors:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.microscaling_limits.__main__:tensors"),
         config=json_arg(
             {
                 "element": MSL_ELEMENT,
@@ -285,6 +296,7 @@ rule msl_sweep_summary:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:sweep_summary"),
         config=json_arg({"element": MSL_ELEMENT, "points": MSL_SWEEP["points"]}),
         evidence=json_arg(CFG["evidence"]),
     shell:
@@ -304,6 +316,8 @@ rule msl_gap_summary:
         f"{LOGS}/microscaling_limits/ptq/{{model}}/summary.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("papers.microscaling_limits.__main__:gap_summary"),
     shell:
         "python -m papers.microscaling_limits gap-summary --model {wildcards.model}"
         " --unquantized {input.unquantized} --cells {input.cells} --out {output} > {log} 2>&1"
@@ -322,6 +336,7 @@ rule msl_figures:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:figures"),
         figures=lambda w: figure_arguments(MSL_FIGURE_PLANS, f"{MSL_DIR}/figures", "--inputs"),
     shell:
         "python -m papers.microscaling_limits figures {params.figures} > {log} 2>&1"
@@ -347,6 +362,7 @@ rule msl_claims:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:claims"),
         config=json_arg(
             {
                 "element": MSL_ELEMENT,
@@ -388,6 +404,7 @@ rule msl_context:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.microscaling_limits.__main__:context"),
         config=json_arg(MSL),
         profile=config["profile"],
         seed=CFG["seed"],

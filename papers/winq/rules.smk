@@ -45,6 +45,7 @@ rule wq_train:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.winq.__main__:train_run"),
         config=wq_run_config,
         compute=compute_flags(training=True),
         launch=launcher,
@@ -70,6 +71,7 @@ rule wq_evaluate:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.winq.__main__:evaluate"),
         eval=json_arg(WQ["eval"]),
         compute=compute_flags(),
     shell:
@@ -92,6 +94,7 @@ rule wq_hessian:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.winq.__main__:hessian"),
         config=json_arg({"hessian": WQ_HESSIAN_CELL, "train": {"seq_len": WQ["train"]["seq_len"]}}),
         seed=CFG["seed"],
         compute=compute_flags(),
@@ -120,6 +123,7 @@ rule wq_summary:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.winq.__main__:summary"),
         config=json_arg({k: v for k, v in WQ.items() if k not in ("claims", "regime", "paper_setup")}),
     shell:
         "python -m papers.winq summary --config-json {params.config} --curves {input.curves} --logs {input.logs}"
@@ -141,6 +145,7 @@ rule wq_figures:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.winq.__main__:figures"),
         figures=lambda w: figure_arguments(WQ_FIGURE_PLANS, f"{WQ_DIR}/figures", "--summary"),
     shell:
         "python -m papers.winq figures {params.figures} > {log} 2>&1"
@@ -162,6 +167,7 @@ rule wq_claims:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.winq.__main__:claims"),
         config=json_arg(claims_config(WQ)),
         evidence=json_arg(CFG["evidence"]),
     shell:
@@ -190,6 +196,7 @@ rule wq_context:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.winq.__main__:context"),
         config=json_arg(WQ),
         profile=config["profile"],
         seed=CFG["seed"],
@@ -227,6 +234,7 @@ rule wq_pilot_train:
         CONDA_ENV
     threads: 1
     params:
+        code=step_code("papers.winq.__main__:train_run"),
         config=wq_pilot_run_config,
         compute=compute_flags(training=True),
         launch=launcher,
@@ -248,6 +256,7 @@ rule wq_pilot:
     conda:
         CONDA_ENV
     params:
+        code=step_code("papers.winq.__main__:pilot"),
         config=json_arg({k: v for k, v in WQ.items() if k not in ("claims", "coverage", "paper_setup")}),
     shell:
         "python -m papers.winq pilot --config-json {params.config} --runs {input.runs} --base-model {input.base}"

@@ -13,12 +13,13 @@ def test_rerun_entries():
                                                 "reports/smoke/finer_is_better.html"},
         {"cell": "e2m1-ue4m3-b4-absmax.json", "command": "snakemake --profile workflow/profiles/smoke "
                                                          "results/smoke/finer_is_better/mse/e2m1-ue4m3-b4-absmax.json"},
+        {"cell": "recompute every cell and compare", "command": "make verify PAPER=finer_is_better PROFILE=smoke"},
         {"cell": "verify the artifacts", "command": "sha256sum -c reports/smoke/finer_is_better.SHA256SUMS",
          "sums": "reports/smoke/finer_is_better.SHA256SUMS"},
     ]
     # the default profile: the design's command, no flag (profiles/default), the short paths
     assert [e["command"] for e in rerun_entries("winq", "default", [])] == [
-        "snakemake reports/winq.html", "sha256sum -c reports/winq.SHA256SUMS"]
+        "snakemake reports/winq.html", "make verify PAPER=winq", "sha256sum -c reports/winq.SHA256SUMS"]
 
 
 def test_figure_entries_put_the_pdf_beside_the_png():

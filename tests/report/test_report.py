@@ -185,3 +185,21 @@ def test_rows_dated_or_not_render_in_both_formats(context, tmp_path):
     assert "<strong>Revised after results</strong> (uncommitted changes; results: README.md at 0123456" in html
     render_latex(context, tmp_path / "demo.tex")
     assert "Written unknown: not a git checkout; runs not dated." in (tmp_path / "demo.tex").read_text()
+
+
+def test_the_dirty_flag_ignores_the_build_outputs(tmp_path):
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("code.py", "results/a.json", ".snakemake/metadata/x", "reports/p.html"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1")
+    git("add", "-f", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "published")
+    assert git_state(tmp_path)["dirty"] is False
+    for name in ("results/a.json", ".snakemake/metadata/x", "reports/p.html"):  # a rebuild rewrote them
+        (tmp_path / name).write_text("2")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("2")
+    assert git_state(tmp_path)["dirty"] is True

@@ -18,6 +18,7 @@ rule pretrain_base_model:
         CONDA_ENV
     threads: 2
     params:
+        code=step_code("common.train.__main__"),
         architecture=lambda w: CFG["base_models"][w.model]["architecture"],
         train=lambda w: train_config_json(w.model),
         compute=compute_flags(training=True),
@@ -36,6 +37,8 @@ rule convert_smollm2:
         f"{LOGS}/convert_smollm2.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("common.models.__main__:convert"),
     shell:
         "python -m common.models convert-smollm2 --out {output} > {log} 2>&1"
 
@@ -56,6 +59,7 @@ rule link_external_model:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.models.__main__:link"),
         source=lambda w: shlex.quote(json.dumps(CFG["external_models"][w.name], sort_keys=True)),
     shell:
         "python -m common.models link --source {params.source} --out {output} > {log} 2>&1"
@@ -77,6 +81,7 @@ rule rescale_model:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.models.__main__:rescale"),
         transforms=" ".join(CFG["sweep"]["transforms"]),
     shell:
         "python -m common.models rescale --model {input} --factor {wildcards.factor} --transforms {params.transforms}"

@@ -14,6 +14,7 @@ from common.data.documents import SPLITS
 from common.data.sources import CORPORA as REGISTRY_CORPORA
 from common.models.external import missing_hub_sources
 from common.qat.seeds import seed_cell
+from workflow.step_code import step_code
 
 # CFG: the configuration of the selected profile (config["profiles"][profile], after the profiles it `extends`,
 # merged over the rest)

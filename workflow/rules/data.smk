@@ -14,6 +14,7 @@ rule fetch_corpus:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.data.__main__"),
         corpus=lambda w: ARCHIVE_CORPUS[w.archive],
     shell:
         "python -m common.data fetch --corpus {params.corpus} --out {output} > {log} 2>&1"
@@ -32,6 +33,7 @@ rule prepare_corpus:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.data.__main__"),
         origin=lambda w, input: corpus_origin(w, input),
         seed=CFG["seed"],
         validation=corpus_fraction("validation"),
@@ -52,6 +54,8 @@ rule train_tokenizer:
         f"{LOGS}/train_tokenizer/{{corpus}}-bpe{{vocab}}.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("common.data.__main__"),
     shell:
         "python -m common.data tokenizer --train {input} --vocab-size {wildcards.vocab} --out {output} > {log} 2>&1"
 
@@ -72,6 +76,7 @@ rule token_shards:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.data.__main__"),
         shard_tokens=CFG["data"].get("shard_tokens", 1 << 28),
     shell:
         "python -m common.data shards --tokenizer {input.model} --split {input.split}"
@@ -89,6 +94,8 @@ rule corpus_stats:
         f"{LOGS}/corpus_stats/{{corpus}}.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("common.data.__main__"),
     shell:
         "python -m common.data stats --corpus-dir data/corpora/{wildcards.corpus} --tokenizer {input.tokenizer}"
         " --out {output} > {log} 2>&1"

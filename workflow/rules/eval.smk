@@ -25,6 +25,7 @@ rule build_zero_shot_tasks:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.eval.cli:_build_tasks,_build_parser"),
         n=CFG["eval"]["zero_shot_examples"],
         seed=CFG["seed"],
     shell:
@@ -47,6 +48,7 @@ rule evaluate_model:
         CONDA_ENV
     threads: 2
     params:
+        code=step_code("common.eval.cli:_evaluate,_evaluate_parser"),
         window=CFG["eval"]["window"],
         stride=CFG["eval"]["stride"],
         max_tokens=f"--max-tokens {CFG['eval']['max_tokens']}" if CFG["eval"].get("max_tokens") else "",
@@ -71,6 +73,7 @@ rule lm_eval_model:
         CONDA_ENV
     threads: 2
     params:
+        code=step_code("common.eval.cli:_lm_eval,_lm_eval_parser"),
         tasks=",".join(CFG["lm_eval"]["tasks"]),
         options=lm_eval_options(),
     shell:

@@ -18,6 +18,7 @@ rule quantize_checkpoint:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.ptq.cli:checkpoint_command,build_parser"),
         args=lambda w: quantization_args(w.qname),
     shell:
         "python -m common.ptq checkpoint --model {input} {params.args} --out {output} > {log} 2>&1"

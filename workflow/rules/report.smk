@@ -16,6 +16,7 @@ rule render_report:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.report.__main__:render", "common/report/templates"),
         notice=report_notice_flag(),
     shell:
         "python -m common.report render --context {input} --html {output.html} --tex {output.tex}"
@@ -32,6 +33,8 @@ rule report_pdf:
         f"{LOGS}/report_pdf/{{paper}}.log",
     conda:
         CONDA_ENV
+    params:
+        code=step_code("common.report.__main__:pdf"),
     shell:
         "python -m common.report pdf --tex {input} > {log} 2>&1"
 
@@ -48,6 +51,7 @@ rule report_index:
     conda:
         CONDA_ENV
     params:
+        code=step_code("common.report.__main__:index", "common/report/templates"),
         profile=config["profile"],
         notice=report_notice_flag(),
     shell:

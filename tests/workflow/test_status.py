@@ -1,0 +1,97 @@
+"""``make status`` (workflow/status.py) on the smoke build: everything current after the build; a change of one
+paper's config value, or of the code of one step, makes exactly the results built from it stale; a docstring edit
+makes none stale. The classification itself is tested on planted summary rows."""
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from workflow.status import SHARED, UPSTREAM_REASON, classify, paper_of
+
+PAPERS = ["finer_is_better", "maxwindow_hif8", "microscaling_limits", "winq"]
+FIB_REPORT = [f"reports/smoke/finer_is_better.{ext}" for ext in ("SHA256SUMS", "html", "pdf", "tex")]
+
+
+def status(copy: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "workflow.status", "--profile", "smoke", "--json"], cwd=copy,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def stale(copy: Path) -> dict[str, str]:
+    return {path: reason for entry in status(copy).values() for path, reason in entry["stale"].items()}
+
+
+@contextlib.contextmanager
+def edited(path: Path, old: str, new: str) -> Iterator[None]:
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+    try:
+        yield
+    finally:
+        path.write_text(text)
+
+
+@pytest.mark.slow
+def test_a_change_stales_exactly_the_results_built_from_it(smoke_build, run_snakemake):
+    report = [path for path in FIB_REPORT if (smoke_build / path).exists()]  # the PDF with latexmk only
+    current = status(smoke_build)
+    assert all(not entry["stale"] for entry in current.values()), current
+    assert all(current[paper]["current"] > 10 for paper in PAPERS), current
+
+    # a claim row's threshold: the claims and everything built from them (the context, the report, the index)
+    config = smoke_build / "papers/finer_is_better/config.yaml"
+    with edited(config, "threshold: 0.05", "threshold: 0.06"):
+        assert stale(smoke_build) == {
+            "results/smoke/finer_is_better/claims.json": "params changed",
+            "results/smoke/finer_is_better/report/context.json": "params changed",
+            **dict.fromkeys(report, UPSTREAM_REASON), "reports/smoke/index.html": UPSTREAM_REASON}
+
+    # the code of the figures step (and a docstring of the numerical cells' module, which stales nothing)
+    figures = smoke_build / "papers/finer_is_better/figures.py"
+    numerical = smoke_build / "papers/finer_is_better/numerical.py"
+    with edited(figures, "\nimport os\n", "\nimport os\nFIGURE_EDIT = 1\n"), \
+            edited(numerical, '"""The numerical study:', '"""The numerical study, edited:'):
+        found = stale(smoke_build)
+    figure_files = {path for path in found if "/finer_is_better/figures/" in path}
+    assert figure_files
+    assert all(found[path] == "params changed" for path in figure_files)
+    assert set(found) - figure_files == {"results/smoke/finer_is_better/report/context.json", *report,
+                                         "reports/smoke/index.html"}
+    assert stale(smoke_build) == {}  # both edits undone: current again
+
+
+def test_paper_of_a_path():
+    assert paper_of("results/smoke/winq/eval/base.json", "smoke", PAPERS) == "winq"
+    assert paper_of("reports/smoke/winq.html", "smoke", PAPERS) == "winq"
+    assert paper_of("reports/winq.pdf", "default", PAPERS) == "winq"
+    assert paper_of("results/winq/claims.json", "default", PAPERS) == "winq"
+    assert paper_of("results/models/base/small/model.safetensors", "default", PAPERS) == SHARED
+    assert paper_of("reports/smoke/index.html", "smoke", PAPERS) == SHARED
+    assert paper_of("results/smoke/winq.json", "smoke", PAPERS) == SHARED  # a file, not the paper's folder
+    assert paper_of("results/winq/claims.json", "smoke", PAPERS) == SHARED  # another profile's folder
+
+
+def test_classify_planted_rows():
+    rows = [
+        {"output_file": "results/winq/claims.json", "date": "Sat", "status": "params changed",
+         "plan": "update pending"},
+        {"output_file": "reports/winq.html", "date": "Sat", "status": "ok", "plan": "update pending"},
+        {"output_file": "results/winq/eval/a.json", "date": "Sat", "status": "ok", "plan": "no update"},
+        {"output_file": "results/models/trained/winq/a/seed0", "date": "-", "status": "missing", "plan": "no update"},
+        {"output_file": "data/corpora/x/train.jsonl", "date": "Sat", "status": "set of input files changed",
+         "plan": "update pending"},
+    ]
+    found = classify(rows, "default", ["winq"])
+    assert found == {
+        "winq": {"current": 1, "absent": 0, "stale": {"results/winq/claims.json": "params changed",
+                                                       "reports/winq.html": UPSTREAM_REASON}},
+        SHARED: {"current": 0, "absent": 1, "stale": {"data/corpora/x/train.jsonl": "set of input files changed"}},
+    }

@@ -1,0 +1,111 @@
+"""Which results of a profile are stale, per paper, from Snakemake's own change detection.
+
+``python workflow/status.py [--profile NAME] [--json]`` (``make status``) asks Snakemake for the summary of the
+profile's every report (``snakemake --summary all``: one row per output file with its status and whether a build would
+update it) under the rerun policy of ``profiles/default`` (params, set of inputs, software environment). A result is
+
+* **current** when it exists and a build would leave it as it is;
+* **stale** when it exists and a build would redo it: the params of its rule changed since it was made (its config,
+  or the digest of the code its step runs, ``workflow/step_code.py``), the set of its inputs changed, or something it
+  is built from will be redone (Snakemake's status then says ``ok``: the reason is upstream);
+* **absent** when it does not exist: a published tree leaves out the trained checkpoints, which nothing current needs.
+
+Each file belongs to the paper whose folder holds it (``results/<paper>/``, ``reports/<paper>.*``), or to ``shared``
+(corpora, base models, the shared evaluations, the index). The command prints a table of counts per paper and every
+stale file with its reason, and exits 0: staleness is information (``make reports`` rebuilds exactly those files),
+not an error. ``--json`` prints ``{paper: {"current": n, "stale": {file: reason}, "absent": n}}`` instead."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.config import profile_dirs
+
+SHARED = "shared"
+UPDATE = "update pending"
+UPSTREAM = "ok"  # Snakemake's status of a file that will be redone because something it is built from will be
+UPSTREAM_REASON = "built from a stale or absent result"
+
+
+def summary_rows(profile: str, folder: Path, targets: Sequence[str] = ("all",)) -> list[dict[str, str]]:
+    """The rows of ``snakemake --summary`` for ``targets`` in ``folder`` with profile ``profile`` (the columns
+    ``output_file``, ``date``, ``rule``, ``log-file(s)``, ``status``, ``plan``). RuntimeError with Snakemake's
+    message when it fails."""
+    command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "--summary", *targets]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed in {folder}:\n{done.stderr[-3000:]}")
+    lines = done.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("output_file\t")), None)
+    if start is None:
+        raise RuntimeError(f"{' '.join(command)} printed no summary table:\n{done.stdout[-3000:]}")
+    header = lines[start].split("\t")
+    return [dict(zip(header, line.split("\t"), strict=True)) for line in lines[start + 1:] if line.strip()]
+
+
+def paper_of(path: str, profile: str, papers: Sequence[str]) -> str:
+    """The paper whose folder holds ``path`` (``<results>/<paper>/...`` or ``<reports>/<paper>.<ext>`` of the
+    profile's folders), else :data:`SHARED`."""
+    results, reports, _ = profile_dirs(profile)
+    parts = Path(path).parts
+    for folder in (results, reports):
+        depth = len(Path(folder).parts)
+        if parts[:depth] == Path(folder).parts and len(parts) > depth:
+            name = parts[depth] if folder == results else Path(parts[depth]).stem
+            if name in papers and (folder == results or len(parts) == depth + 1):
+                return name
+    return SHARED
+
+
+def classify(rows: Sequence[dict[str, str]], profile: str, papers: Sequence[str]) -> dict[str, dict]:
+    """``{paper: {"current": n, "stale": {file: reason}, "absent": n}}`` of summary ``rows`` (every paper of
+    ``papers`` and :data:`SHARED` listed, in that order)."""
+    status: dict[str, dict] = {name: {"current": 0, "stale": {}, "absent": 0} for name in [*papers, SHARED]}
+    for row in rows:
+        entry = status[paper_of(row["output_file"], profile, papers)]
+        if row["date"] == "-":
+            entry["absent"] += 1
+        elif row["plan"] == UPDATE:
+            entry["stale"][row["output_file"]] = UPSTREAM_REASON if row["status"] == UPSTREAM else row["status"]
+        else:
+            entry["current"] += 1
+    return status
+
+
+def table(status: dict[str, dict], profile: str) -> str:
+    """The counts per paper, then every stale file with its reason."""
+    lines = [f"results of profile {profile!r}: current / stale / absent",
+             *(f"  {name:<20} {entry['current']:>5} {len(entry['stale']):>5} {entry['absent']:>5}"
+               for name, entry in status.items())]
+    for name, entry in status.items():
+        if entry["stale"]:
+            lines.append(f"stale in {name}:")
+            lines.extend(f"  {path}  ({reason})" for path, reason in sorted(entry["stale"].items()))
+    if not any(entry["stale"] for entry in status.values()):
+        lines.append("no result is stale")
+    return "\n".join(lines)
+
+
+def papers_in(folder: Path) -> list[str]:
+    return sorted(path.parent.name for path in (folder / "papers").glob("*/rules.smk"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="default", help="a profile of workflow/profiles (default: default)")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
+    args = parser.parse_args(argv)
+    papers = papers_in(args.folder)
+    status = classify(summary_rows(args.profile, args.folder), args.profile, papers)
+    print(json.dumps(status, indent=1, sort_keys=True) if args.json else table(status, args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
