@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 
-.PHONY: setup reports status standin test bench lint clean-venv
+.PHONY: setup reports status verify publish standin test bench lint clean-venv
 
 setup: $(STAMP)
 
@@ -40,6 +40,18 @@ reports: $(STAMP)
 # change detection, with params that digest each step's code, workflow/step_code.py); `make reports` rebuilds the stale
 status: $(STAMP)
 	$(BIN)/python -m workflow.status --profile $(PROFILE)
+
+# recompute published results and compare each with its record (workflow/verify.py): CELLS="FILE ..." (result files),
+# PAPER=<paper> (every cell of one paper), or neither (one cheap cell a paper, config verify.sample); the checkout
+# ends as it began; exit 1 when a cell differs
+CELLS ?=
+PAPER ?=
+verify: $(STAMP)
+	$(BIN)/python -m workflow.verify --profile $(PROFILE) $(if $(CELLS),--cells $(CELLS)) $(if $(PAPER),--paper $(PAPER))
+
+# stage a finished, current build made at one clean commit into git (workflow/publish.py; then commit it)
+publish: $(STAMP)
+	$(BIN)/python -m workflow.publish --profile $(PROFILE)
 
 # the paper profile on local stand-ins (docs/scale.md#the-stand-in-run): the smoke base model first, which it links
 standin: $(STAMP)

@@ -13,7 +13,10 @@ update it) under the rerun policy of ``profiles/default`` (params, set of inputs
 Each file belongs to the paper whose folder holds it (``results/<paper>/``, ``reports/<paper>.*``), or to ``shared``
 (corpora, base models, the shared evaluations, the index). The command prints a table of counts per paper and every
 stale file with its reason, and exits 0: staleness is information (``make reports`` rebuilds exactly those files),
-not an error. ``--json`` prints ``{paper: {"current": n, "stale": {file: reason}, "absent": n}}`` instead."""
+not an error. ``--json`` prints ``{paper: {"current": n, "stale": {file: reason}, "absent": n}}`` instead, and
+``--update README.md`` also rewrites the README's results table (:mod:`common.report.summary`) with a last column
+saying, per paper, whether its results are current (:func:`status_text`): a published result a change stales is
+marked there, and a test holds the README to what this command computes."""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.config import profile_dirs
+from common.io import write_text
+from common.report.summary import replace_table, results_table
 
 SHARED = "shared"
 UPDATE = "update pending"
@@ -91,6 +96,14 @@ def table(status: dict[str, dict], profile: str) -> str:
     return "\n".join(lines)
 
 
+def status_text(entry: dict) -> str:
+    """The README's status of one paper's results: ``current``, ``stale: <n> of <all>``, or ``-`` (none built)."""
+    built = entry["current"] + len(entry["stale"])
+    if not built:
+        return "-"
+    return f"stale: {len(entry['stale'])} of {built}" if entry["stale"] else "current"
+
+
 def papers_in(folder: Path) -> list[str]:
     return sorted(path.parent.name for path in (folder / "papers").glob("*/rules.smk"))
 
@@ -100,10 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", default="default", help="a profile of workflow/profiles (default: default)")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
+    parser.add_argument("--update", type=Path, help="a Markdown file (README.md) whose results table is rewritten")
     args = parser.parse_args(argv)
     papers = papers_in(args.folder)
     status = classify(summary_rows(args.profile, args.folder), args.profile, papers)
     print(json.dumps(status, indent=1, sort_keys=True) if args.json else table(status, args.profile))
+    if args.update is not None:
+        text = results_table(args.folder, args.profile, {paper: status_text(status[paper]) for paper in papers})
+        write_text(args.update, replace_table(args.update.read_text(encoding="utf-8"), text, str(args.update)))
     return 0
 
 

@@ -5,17 +5,18 @@ A row reads ``<results>/<paper>/claims.json`` (:func:`common.report.claims.claim
 paper's claims have each verdict (its paper rows only, each adding the verdict it is tallied under,
 :attr:`common.report.claims.Claim.tallied`, as the reports and their index count them), how many of the claims its
 coverage table lists are tested here, how many rows are our findings, the implementation checks passed of all (the
-check rows judged on data and the checks run in code), and the date the claims were written (the file's
-modification time, UTC).
-The paper's title and the commit the run was made at come from ``<results>/<paper>/report/context.json`` when the
-report's context is built (the paper's key and no commit otherwise). The papers are those with a pipeline,
-``papers/*/rules.smk`` (as the Snakefile's ``PAPERS``); a paper whose claims are not built in the profile gets a
-row that says so. ``<results>`` and the report links follow :func:`common.config.profile_dirs`.
+check rows judged on data and the checks run in code), and the commit the run was made at with that commit's date
+(from ``<results>/<paper>/report/context.json``'s provenance when the report's context is built; otherwise the
+claims file's modification date, which a clone does not keep). The paper's title comes from that context too (the
+paper's key otherwise). With ``status`` (:func:`results_table`; ``python -m workflow.status --update README.md``
+gives it from Snakemake's change detection) a last column says whether the paper's results are current. The papers
+are those with a pipeline, ``papers/*/rules.smk`` (as the Snakefile's ``PAPERS``); a paper whose claims are not built
+in the profile gets a row that says so. ``<results>`` and the report links follow :func:`common.config.profile_dirs`.
 
     python -m common.report.summary [--root DIR] [--profile default]       # print the Markdown table
-    python -m common.report.summary --update README.md                     # rewrite the table between the markers
+    python -m workflow.status --update README.md                           # the README's, with the status column
 
-``--update`` replaces the lines between :data:`BEGIN` and :data:`END` in the file (both must be there, once).
+:func:`replace_table` replaces the lines between :data:`BEGIN` and :data:`END` of a file (both there, once).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,14 +32,15 @@ from typing import Any
 
 from common.cli import run_step
 from common.config import SHORT_PATHS_PROFILE, profile_dirs
-from common.io import read_json, write_text
+from common.io import read_json
 
 from .claims import VERDICTS, verdict_counts
 
-BEGIN = "<!-- results table: python -m common.report.summary --update README.md -->"
+BEGIN = "<!-- results table: python -m workflow.status --update README.md -->"
 END = "<!-- end of results table -->"
 COLUMNS = ("paper", "reproduced", "contradicted", "inconclusive", "not testable", "paper's claims tested",
-           "our findings", "checks passed", "claims written")
+           "our findings", "checks passed", "claims made at")
+STATUS = "results now"  # the status column: current, or how many results are stale (workflow.status)
 NOT_BUILT = "not built"
 
 
@@ -69,42 +72,60 @@ def claims_row(document: Mapping[str, Any], source: str = "claims document") -> 
             "checks": len(document["checks"]) + len(data_checks)}
 
 
-def run_label(claims_path: Path, context: Mapping[str, Any] | None) -> str:
-    """When and at which commit the claims were made: the UTC date of ``claims_path``'s modification, and the
-    short commit of the context's provenance (``+ uncommitted changes`` when the tree was dirty)."""
-    mtime = datetime.datetime.fromtimestamp(claims_path.stat().st_mtime, tz=datetime.UTC)
-    label = mtime.date().isoformat()
+def run_label(claims_path: Path, context: Mapping[str, Any] | None, root: str | os.PathLike[str] = ".") -> str:
+    """At which commit the claims were made, and when: the short commit of the context's provenance (``+ uncommitted
+    changes`` when the tree was dirty) and the date of that commit in the repository at ``root``; without a commit,
+    or one the repository lacks, the UTC date of ``claims_path``'s modification."""
     git = (context or {}).get("provenance", {}).get("git", {})
-    if git.get("commit"):
-        label += f", commit {git['commit'][:7]}" + (" + uncommitted changes" if git.get("dirty") else "")
-    return label
+    date = commit_date(git["commit"], root) if git.get("commit") else None
+    if date is None:
+        date = datetime.datetime.fromtimestamp(claims_path.stat().st_mtime, tz=datetime.UTC).date().isoformat()
+    if not git.get("commit"):
+        return date
+    return f"commit {git['commit'][:7]}" + (" + uncommitted changes" if git.get("dirty") else "") + f" ({date})"
+
+
+def commit_date(commit: str, root: str | os.PathLike[str] = ".") -> str | None:
+    """The committer date (YYYY-MM-DD) of ``commit`` in the git repository at ``root``; None when git or the
+    commit is not there."""
+    try:
+        done = subprocess.run(["git", "show", "-s", "--format=%cs", commit, "--"], cwd=root, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def markdown_row(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
-def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS_PROFILE) -> str:
+def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS_PROFILE,
+                  status: Mapping[str, str] | None = None) -> str:
     """The Markdown table of every paper's verdict counts in ``profile`` (module docstring), links relative to
-    ``root``. ValueError when ``root`` has no paper pipeline."""
+    ``root``; with ``status`` (paper -> text) a last column, :data:`STATUS`. ValueError when ``root`` has no paper
+    pipeline."""
     papers = paper_keys(root)
     if not papers:
         raise ValueError(f"no paper pipeline (papers/*/rules.smk) under {str(root)!r}")
     results, reports, _logs = profile_dirs(profile)
-    lines = [markdown_row(COLUMNS), markdown_row(["---", *["--:"] * 7, "---"])]
+    extra = [] if status is None else [STATUS]
+    lines = [markdown_row([*COLUMNS, *extra]), markdown_row(["---", *["--:"] * 7, "---", *["---"] * len(extra)])]
     for paper in papers:
         claims_path = Path(root, results, paper, "claims.json")
         context_path = Path(root, results, paper, "report", "context.json")
         link = f"{reports}/{paper}.html"
+        state = [] if status is None else [status.get(paper, "-")]
         if not claims_path.is_file():
-            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 7, NOT_BUILT]))
+            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 7, NOT_BUILT, *state]))
             continue
         row = claims_row(read_json(claims_path), str(claims_path))
         context = read_json(context_path) if context_path.is_file() else None
         title = (context or {}).get("paper", {}).get("title", paper)
         lines.append(markdown_row([f"[{title}]({link})", *(row["counts"][v] for v in VERDICTS),
                                    f"{row['tested']} of {row['listed']}", row["findings"],
-                                   f"{row['checks_passed']} of {row['checks']}", run_label(claims_path, context)]))
+                                   f"{row['checks_passed']} of {row['checks']}", run_label(claims_path, context, root),
+                                   *state]))
     return "\n".join(lines)
 
 
@@ -120,12 +141,7 @@ def replace_table(text: str, table: str, source: str = "the file") -> str:
 
 
 def summary(args: argparse.Namespace) -> None:
-    table = results_table(args.root, args.profile)
-    if args.update is None:
-        print(table)
-        return
-    path = Path(args.update)
-    write_text(path, replace_table(path.read_text(encoding="utf-8"), table, str(path)))
+    print(results_table(args.root, args.profile))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,7 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=".", help="the repository whose papers/ and results/ are read")
     parser.add_argument("--profile", default=SHORT_PATHS_PROFILE, help="whose claims (default: the default profile)")
-    parser.add_argument("--update", help="a Markdown file whose table between the markers is rewritten")
     parser.set_defaults(run=summary)
     return parser
 

@@ -1,11 +1,23 @@
-"""``python -m common.report.summary``: the README's results table from planted claims documents."""
+"""``python -m common.report.summary``: the README's results table from planted claims documents (workflow.status
+writes it into the README with its status column)."""
 
 import json
 import os
+import subprocess
 
 import pytest
 
-from common.report.summary import BEGIN, END, claims_row, main, paper_keys, replace_table, results_table
+from common.report.summary import (
+    BEGIN,
+    END,
+    claims_row,
+    commit_date,
+    main,
+    paper_keys,
+    replace_table,
+    results_table,
+    run_label,
+)
 
 NOON_2026_12_03 = 1796299200  # 2026-12-03T12:00:00Z
 
@@ -25,11 +37,11 @@ def repo(tmp_path, claims_doc):
     (tmp_path / "results/alpha/report").mkdir()
     (tmp_path / "results/alpha/report/context.json").write_text(json.dumps(
         {"paper": {"title": "Alpha & co"}, "provenance": {"git": {"commit": "0123456789abcdef", "dirty": True}}}))
-    return tmp_path
+    return tmp_path  # not a git repository: the commit's date is unknown, the claims file's is used
 
 
 HEADER = ("| paper | reproduced | contradicted | inconclusive | not testable | paper's claims tested | our findings "
-          "| checks passed | claims written |\n"
+          "| checks passed | claims made at |\n"
           "| --- | --: | --: | --: | --: | --: | --: | --: | --- |\n")
 
 
@@ -46,8 +58,8 @@ def test_claims_row_counts_every_verdict_and_the_checks(claims_doc):
 
 def test_results_table_of_the_default_profile(repo):
     assert results_table(repo) == HEADER + (
-        "| [Alpha & co](reports/alpha.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | 2026-12-03, commit 0123456 + "
-        "uncommitted changes |\n"
+        "| [Alpha & co](reports/alpha.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | commit 0123456 + "
+        "uncommitted changes (2026-12-03) |\n"
         "| [beta](reports/beta.html) | 2 | 1 | 1 | 1 | 3 of 4 | 0 | 3 of 3 | 2026-12-03 |\n"
         "| gamma (`reports/gamma.html`) | - | - | - | - | - | - | - | not built |")
 
@@ -78,12 +90,32 @@ def test_replace_table_keeps_everything_outside_the_markers():
             replace_table(broken, "| new |", "README.md")
 
 
-def test_command_line_prints_or_updates(repo, capsys):
+def test_the_status_column(repo):
+    table = results_table(repo, status={"alpha": "current", "beta": "stale: 3 of 40"}).splitlines()
+    assert table[0].endswith("| claims made at | results now |")
+    assert table[1].endswith("| --- | --- |")
+    assert table[2].endswith("(2026-12-03) | current |")
+    assert table[3].endswith("| 2026-12-03 | stale: 3 of 40 |")
+    assert table[4].endswith("| not built | - |")
+
+
+def test_the_date_of_the_commit_the_claims_were_made_at(repo):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", "--date=2026-11-30T10:00:00Z")
+    commit = git("rev-parse", "HEAD")
+    context = {"provenance": {"git": {"commit": commit, "dirty": False}}}
+    assert commit_date(commit, repo) == git("show", "-s", "--format=%cs", commit)
+    assert run_label(repo / "results/beta/claims.json", context, repo) == \
+        f"commit {commit[:7]} ({commit_date(commit, repo)})"
+    assert commit_date("0" * 40, repo) is None
+
+
+def test_command_line_prints(repo, capsys):
     assert main(["--root", str(repo)]) == 0
     assert capsys.readouterr().out == results_table(repo) + "\n"
-    readme = repo / "README.md"
-    readme.write_text(f"intro\n{BEGIN}\nstale\n{END}\n")
-    assert main(["--root", str(repo), "--update", str(readme)]) == 0
-    assert readme.read_text() == f"intro\n{BEGIN}\n{results_table(repo)}\n{END}\n"
     assert main(["--root", str(repo / "papers")]) == 2
     assert "no paper pipeline" in capsys.readouterr().err

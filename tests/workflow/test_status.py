@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from workflow_testing import copy_worktree
 
-from workflow.status import SHARED, UPSTREAM_REASON, classify, paper_of
+from workflow.status import SHARED, UPSTREAM_REASON, classify, paper_of, status_text
 
 PAPERS = ["finer_is_better", "maxwindow_hif8", "microscaling_limits", "winq"]
 FIB_REPORT = [f"reports/smoke/finer_is_better.{ext}" for ext in ("SHA256SUMS", "html", "pdf", "tex")]
@@ -66,6 +67,25 @@ def test_a_change_stales_exactly_the_results_built_from_it(smoke_build, run_snak
     assert set(found) - figure_files == {"results/smoke/finer_is_better/report/context.json", *report,
                                          "reports/smoke/index.html"}
     assert stale(smoke_build) == {}  # both edits undone: current again
+
+
+def test_the_readme_table_is_what_the_published_results_say(tmp_path):
+    """The README's results table, its status column included, is what ``python -m workflow.status --update
+    README.md`` computes from the published tree (a copy of the work tree without the ignored files: a developer's
+    own builds aside): a change that stales a published result fails here until the README says so."""
+    copy_worktree(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "workflow.status", "--update", "README.md"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stdout)  # the list of stale results, in CI's log
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert (tmp_path / "README.md").read_text() == readme, "run: python -m workflow.status --update README.md"
+
+
+def test_status_text():
+    assert status_text({"current": 0, "stale": {}, "absent": 3}) == "-"
+    assert status_text({"current": 5, "stale": {}, "absent": 3}) == "current"
+    assert status_text({"current": 5, "stale": {"a": "params changed", "b": "ok"}, "absent": 0}) == "stale: 2 of 7"
 
 
 def test_paper_of_a_path():

@@ -1,0 +1,154 @@
+"""``make publish`` (workflow/publish.py) on a planted build in a toy git repository (Snakemake's summary planted
+too): what is staged, what is left out, and every reason it refuses."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import workflow.publish as publish_module
+from common.report.summary import BEGIN, END
+from workflow.publish import cited_unpublished, excluded, output_files, publish, replaced_large, report_problems
+from workflow.status import paper_of
+from workflow.verify import metadata_file
+
+COMMIT_FIELD = "provenance"
+CONFIG = """profile: default
+profiles: {default: {}}
+publish: {max_mb: 1, large_mb: 0.001, exclude: [results/models/trained/*]}
+verify: {volatile: [], cells: {alpha: [a_cells]}, sample: [results/alpha/cells/c1.json]}
+"""
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def row(path: str, rule: str, date: str = "Sat") -> dict[str, str]:
+    return {"output_file": path, "date": date, "rule": rule, "log-file(s)": "", "status": "ok", "plan": "no update"}
+
+
+@pytest.fixture
+def build(tmp_path, monkeypatch):
+    """A repository with one paper, ``alpha``, whose default build is finished at its last commit: two cells, a
+    base model folder, a trained checkpoint (left out), claims, a context, the report and the index, each with its
+    Snakemake record."""
+    root = tmp_path
+    (root / "papers/alpha").mkdir(parents=True)
+    (root / "papers/alpha/rules.smk").write_text("")
+    (root / "workflow/config").mkdir(parents=True)
+    (root / "workflow/config/default.yaml").write_text(CONFIG)
+    (root / "README.md").write_text(f"intro\n{BEGIN}\nold\n{END}\n")
+    (root / "reports").mkdir()
+    (root / "reports/README.md").write_text("reports\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    commit = git(root, "rev-parse", "HEAD").strip()
+    files = {
+        "results/alpha/cells/c1.json": "{}", "results/alpha/cells/c2.json": "{}",
+        "results/models/base/m/model.safetensors": "w" * 2000, "results/models/base/m/config.json": "{}",
+        "results/models/trained/alpha/r/seed0/model.safetensors": "t" * 2000,
+        "results/alpha/claims.json": json.dumps({"claims": [], "checks": [], "coverage": []}),
+        "results/alpha/report/context.json": json.dumps(
+            {"paper": {"title": "Alpha"}, COMMIT_FIELD: {"git": {"commit": commit, "dirty": False}}}),
+        "reports/alpha.html": "<html>", "reports/index.html": "<html>",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "reports/alpha.SHA256SUMS").write_text("0" * 64 + "  results/alpha/cells/c1.json\n")
+    rows = [row("results/alpha/cells/c1.json", "a_cells"), row("results/alpha/cells/c2.json", "a_cells"),
+            row("results/models/base/m", "pretrain_base_model"),
+            row("results/models/trained/alpha/r/seed0", "a_train"),
+            row("results/alpha/claims.json", "a_claims"), row("results/alpha/report/context.json", "a_context"),
+            row("reports/alpha.html", "render_report"), row("reports/alpha.SHA256SUMS", "render_report"),
+            row("reports/index.html", "report_index"), row("data/archives/x.tgz", "fetch_corpus", date="-")]
+    for entry in rows:
+        if entry["date"] != "-":
+            record = root / metadata_file(entry["output_file"])
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text("{}")
+    monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: rows)
+    return root
+
+
+def test_a_finished_build_is_staged_with_its_records(build):
+    done = publish(build, "default")
+    staged = set(git(build, "diff", "--cached", "--name-only").split())
+    outputs = {"results/alpha/cells/c1.json", "results/alpha/cells/c2.json", "results/models/base/m/config.json",
+               "results/models/base/m/model.safetensors", "results/alpha/claims.json",
+               "results/alpha/report/context.json", "reports/alpha.html", "reports/alpha.SHA256SUMS",
+               "reports/index.html"}
+    records = {str(metadata_file(p)) for p in ("results/alpha/cells/c1.json", "results/alpha/cells/c2.json",
+                                                "results/models/base/m", "results/alpha/claims.json",
+                                                "results/alpha/report/context.json", "reports/alpha.html",
+                                                "reports/alpha.SHA256SUMS", "reports/index.html")}
+    assert staged == outputs | records | {"README.md"}  # not the trained checkpoint, nor its record
+    assert done["files"] == len(outputs | records)
+    assert f"| [Alpha](reports/alpha.html) | 0 | 0 | 0 | 0 | 0 of 0 | 0 | 0 of 0 | commit {done['commit'][:7]} (" \
+        in (build / "README.md").read_text()
+    assert (build / "README.md").read_text().splitlines()[2].endswith("| results now |")
+    published = [name for name in outputs | records if paper_of(name, "default", ["alpha"]) == "alpha"]
+    assert done["bytes"]["alpha"] == sum((build / name).stat().st_size for name in published)
+    assert done["bytes"]["shared"] == 2002 + 2 * len(records) + len("<html>")  # base model, records, index
+
+
+def test_a_republication_drops_what_is_no_longer_made_and_keeps_a_large_file_once(build, monkeypatch):
+    publish(build, "default")
+    git(build, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "publish")
+    rows = publish_module.summary_rows("default", build)
+    monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: [r for r in rows if "c2" not in
+                                                                                r["output_file"]])
+    publish(build, "default")
+    assert git(build, "diff", "--cached", "--name-status").split() == [
+        "D", str(metadata_file("results/alpha/cells/c2.json")), "D", "results/alpha/cells/c2.json"]
+    (build / "results/models/base/m/model.safetensors").write_text("v" * 2000)  # pretrained again, other bytes
+    with pytest.raises(ValueError, match=r"model\.safetensors: committed with other bytes"):
+        publish(build, "default")
+    publish(build, "default", replace_large=True)
+    assert replaced_large(build, ["results/models/base/m/model.safetensors"], 0.001) == [
+        "results/models/base/m/model.safetensors"]  # staged, not yet committed
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda root: (root / "reports/index.html").unlink(), "missing report reports/index.html"),
+    (lambda root: (root / "reports/alpha.SHA256SUMS").write_text("0" * 64 + "  results/models/trained/alpha/r/"
+                                                                  "seed0/model.safetensors\n"),
+     "cited but not published: alpha.SHA256SUMS: results/models/trained/alpha/r/seed0/model.safetensors"),
+    (lambda root: (root / metadata_file("results/alpha/claims.json")).unlink(),
+     "no Snakemake record .snakemake/metadata/"),
+    (lambda root: (root / "results/alpha/cells/c1.json").write_text("x" * 2 * 1024 * 1024),
+     "MiB to publish, over publish.max_mb = 1"),
+])
+def test_what_refuses(build, change, message):
+    change(build)
+    with pytest.raises(ValueError, match=message.replace(".", r"\.")):
+        publish(build, "default", dry_run=True)
+    assert git(build, "diff", "--cached", "--name-only") == ""
+
+
+def test_report_problems():
+    status = {"alpha": {"current": 3, "stale": {"results/alpha/claims.json": "params changed"}, "absent": 0}}
+    contexts = {"alpha": {"provenance": {"git": {"commit": "a" * 40, "dirty": True}}},
+                "beta": {"provenance": {"git": {"commit": "b" * 40, "dirty": False}}},
+                "gamma": {"provenance": {"git": {"commit": "c" * 40, "dirty": False}}}, "delta": None}
+    assert report_problems(status, contexts, ["reports/x.html"]) == [
+        "missing report reports/x.html", "stale: results/alpha/claims.json (params changed)",
+        "alpha: built at aaaaaaa + uncommitted changes",
+        "delta: its report context names no commit (built outside a git checkout?)",
+        "built at several commits: beta bbbbbbb, gamma ccccccc"]
+
+
+def test_helpers(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m/a").write_text("1")
+    (tmp_path / "f.json").write_text("{}")
+    assert output_files([row("m", "r"), row("f.json", "r"), row("gone.json", "r", "-")], tmp_path) == {
+        "m/a": "m", "f.json": "f.json"}
+    assert excluded("results/models/trained/x/seed0/model.safetensors", ["results/models/trained/*"])
+    assert not excluded("results/winq/runs/x/seed0/train_log.csv", ["results/models/trained/*"])
+    sums = tmp_path / "p.SHA256SUMS"
+    sums.write_text(f"{'0' * 64}  a.json\n{'1' * 64}  b.json\n")
+    assert cited_unpublished([sums], {"a.json"}) == ["p.SHA256SUMS: b.json"]

@@ -1,0 +1,113 @@
+"""``make verify`` (workflow/verify.py): the comparison on planted records, its configuration against the workflow's
+rules, and end to end on the smoke build: the profile's sample recomputes identically and leaves the copy as it was,
+and a deliberately altered record is caught."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workflow.verify import comparable, digest, first_difference, metadata_file, verify_config
+
+ROOT = Path(__file__).resolve().parents[2]
+VOLATILE = frozenset({"wall_time_s", "seconds"})
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_records_are_compared_without_their_timings(tmp_path):
+    a = write(tmp_path / "a.json", json.dumps({"ppl": 12.5, "wall_time_s": 3.0, "rows": [{"x": 1, "seconds": 9}]}))
+    b = write(tmp_path / "b.json", json.dumps({"ppl": 12.5, "wall_time_s": 4.0, "rows": [{"x": 1, "seconds": 1}]}))
+    assert comparable(a, VOLATILE) == comparable(b, VOLATILE) == {"ppl": 12.5, "rows": [{"x": 1}]}
+    assert digest(comparable(a, VOLATILE)) == digest(comparable(b, VOLATILE))
+    c = write(tmp_path / "c.csv", "step,loss,seconds\n0,6.28,0.34\n1,6.01,0.35\n")
+    d = write(tmp_path / "d.csv", "step,loss,seconds\n0,6.28,0.51\n1,6.02,0.52\n")
+    assert first_difference(comparable(c, VOLATILE), comparable(d, VOLATILE)) == "[1].loss: '6.01' -> '6.02'"
+    e = write(tmp_path / "e.jsonl", '{"step": 1, "changed": 0.5}\n{"step": 2, "changed": 0.25}\n')
+    f = write(tmp_path / "f.jsonl", '{"step": 1, "changed": 0.5}\n')
+    assert first_difference(comparable(e, VOLATILE), comparable(f, VOLATILE)) == "the record: 2 -> 1 entries"
+    assert comparable(write(tmp_path / "g.txt", "x"), VOLATILE) == b"x"
+
+
+@pytest.mark.parametrize(("published", "recomputed", "rtol", "expected"), [
+    ({"a": {"b": 1.0}}, {"a": {"b": 1.0}}, 0.0, None),
+    ({"a": {"b": 1.0}}, {"a": {"b": 1.0000001}}, 0.0, "a.b: 1.0 -> 1.0000001"),
+    ({"a": {"b": 1.0}}, {"a": {"b": 1.0000001}}, 1e-6, None),  # another platform's stated tolerance
+    ({"a": {"b": 1.0}}, {"a": {"b": 1.1}}, 1e-6, "a.b: 1.0 -> 1.1"),
+    ({"a": "x"}, {"a": "y"}, 1e-3, "a: 'x' -> 'y'"),  # text is never close
+    ({"a": 1}, {"b": 1}, 0.0, ".a: present -> absent"),
+    ({"a": float("nan")}, {"a": float("nan")}, 1e-9, None),
+    (b"\x00", b"\x01", 0.0, "the file: bytes differ"),
+])
+def test_first_difference(published, recomputed, rtol, expected):
+    assert first_difference(published, recomputed, rtol) == expected
+
+
+def test_metadata_file_is_snakemakes_name():
+    assert metadata_file("data/tokenizers/sotu-bpe2048").name == "ZGF0YS90b2tlbml6ZXJzL3NvdHUtYnBlMjA0OA=="
+
+
+def test_the_configured_cells_are_rules_of_their_papers():
+    config = verify_config(ROOT, "default")
+    for paper, rules in config["cells"].items():
+        defined = {line.split()[1].rstrip(":") for line in (ROOT / f"papers/{paper}/rules.smk").read_text().splitlines()
+                   if line.startswith("rule ")}
+        assert set(rules) <= defined, (paper, set(rules) - defined)
+    assert sorted(config["cells"]) == sorted(p.parent.name for p in ROOT.glob("papers/*/rules.smk"))
+    assert {Path(cell).parts[1] for cell in config["sample"]} == set(config["cells"])  # a cell of every paper
+    smoke = verify_config(ROOT, "smoke")
+    assert all(cell.startswith("results/smoke/") for cell in smoke["sample"])
+    assert yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["verify"]["sample"] == config["sample"]
+
+
+def verify(copy: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workflow.verify", "--profile", "smoke", *args], cwd=copy,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.slow
+def test_the_sample_recomputes_identically_and_an_altered_record_is_caught(smoke_build, run_snakemake):
+    config = verify_config(smoke_build, "smoke")
+    cells = config["sample"]
+    kept = [*cells, *(str(metadata_file(c)) for c in cells)]
+    before = {name: (smoke_build / name).read_bytes() for name in kept}
+    done = verify(smoke_build)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for cell in cells:
+        row = next(line for line in lines if line.startswith(cell))
+        assert row.endswith("identical"), row
+        assert " s  " in row  # the job's time
+    assert f"{len(cells)} of {len(cells)} cells identical" in done.stdout
+    assert {name: (smoke_build / name).read_bytes() for name in kept} == before  # put back as it was
+
+    record = smoke_build / cells[0]
+    data = json.loads(before[cells[0]])
+    rows = data["rows"]
+    rows[0]["mse"] = rows[0]["mse"] * (1 + 1e-12)  # a change in the last digits of one number
+    record.write_text(json.dumps(data))
+    try:
+        done = verify(smoke_build, "--cells", cells[0])
+        assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+        assert "1 of 1 cells differ from their records" in done.stdout
+        assert "rows[0].mse: " in done.stdout
+        assert json.loads(record.read_text()) == data  # the altered record stays as it was found
+    finally:
+        record.write_bytes(before[cells[0]])
+
+
+def test_a_bad_request_is_named():
+    done = subprocess.run([sys.executable, "-m", "workflow.verify", "--paper", "nopaper"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "--paper 'nopaper' is not a paper of this checkout" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "workflow.verify", "--rtol", "-1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "--rtol must be a finite number >= 0, got -1.0" in done.stderr
