@@ -43,11 +43,12 @@ status: $(STAMP)
 
 # recompute published results and compare each with its record (workflow/verify.py): CELLS="FILE ..." (result files),
 # PAPER=<paper> (every cell of one paper), or neither (one cheap cell a paper, config verify.sample); the checkout
-# ends as it began; exit 1 when a cell differs
+# ends as it began; exit 1 when a cell differs; LIST=1 prints the cells and recomputes nothing
 CELLS ?=
 PAPER ?=
 verify: $(STAMP)
-	$(BIN)/python -m workflow.verify --profile $(PROFILE) $(if $(CELLS),--cells $(CELLS)) $(if $(PAPER),--paper $(PAPER))
+	$(BIN)/python -m workflow.verify --profile $(PROFILE) $(if $(CELLS),--cells $(CELLS)) $(if $(PAPER),--paper $(PAPER)) \
+	    $(if $(LIST),--list)
 
 # stage a finished, current build made at one clean commit into git (workflow/publish.py; then commit it)
 publish: $(STAMP)

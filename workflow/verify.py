@@ -6,7 +6,9 @@
   e2m1-ue4m3-b4-absmax.json``);
 * ``--paper``: every cell of one paper: the outputs of the rules config ``verify.cells.<paper>`` names (its cell,
   training and evaluation rules) that exist;
-* neither: the sample of config ``verify.sample`` (one cheap cell a paper, per profile).
+* neither: the sample of config ``verify.sample`` (one cheap cell a paper, per profile);
+
+and ``--list`` prints the cells it would recompute, and recomputes nothing.
 
 It runs ``snakemake --force <cells>`` in the checkout (the cells' jobs, and whatever they need that is absent, e.g.
 the trained checkpoints a published tree leaves out), compares every recomputed cell with the record it replaced,
@@ -43,7 +45,7 @@ from typing import Any
 import yaml
 
 from common.config import merged, profile_overrides
-from workflow.status import papers_in, summary_rows
+from workflow.status import UPDATE, papers_in, summary_rows
 
 WORKFLOW_CONFIG = "workflow/config/default.yaml"
 METADATA = Path(".snakemake/metadata")
@@ -242,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--paper", help="recompute every cell of this paper (config verify.cells)")
     parser.add_argument("--rtol", type=float, default=0.0,
                         help="accept numbers within this relative tolerance (another platform; default: exact)")
+    parser.add_argument("--list", action="store_true", help="print the cells, recompute nothing")
     parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
     args = parser.parse_args(argv)
     if args.rtol < 0 or not math.isfinite(args.rtol):
@@ -249,10 +252,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.paper and args.paper not in papers_in(args.folder):
         parser.error(f"--paper {args.paper!r} is not a paper of this checkout: {', '.join(papers_in(args.folder))}")
     config = verify_config(args.folder, args.profile)
+    rows = summary_rows(args.profile, args.folder)
     try:
-        cells = select(args, config, summary_rows(args.profile, args.folder))
+        cells = select(args, config, rows)
     except ValueError as err:
         parser.error(str(err))
+    stale = [row["output_file"] for row in rows if row["output_file"] in set(cells) and row["plan"] == UPDATE]
+    if stale:
+        print(f"note: {len(stale)} of the cells are stale (make status): the code or config that made them changed, "
+              "so a difference is expected", file=sys.stderr)
+    if args.list:
+        print("\n".join(cells))
+        return 0
     started = time.monotonic()
     rows = recompute(args.profile, args.folder, cells, frozenset(config["volatile"]), args.rtol)
     print(table(rows))

@@ -10,7 +10,8 @@ gets built). The two builds share one smoke base model and the corpora they read
   and the shared stages on that base model;
 * ``standin_build``, in a copy of its own seeded with the smoke copy's base model and ``data/`` (with their
   modification times: Snakemake takes them as built, so nothing is fetched, prepared or pretrained twice):
-  ``snakemake --profile workflow/profiles/standin all``, ``make standin``'s second run. Its own copy, so that the
+  ``snakemake --profile workflow/profiles/standin reports/standin/index.html``, ``make standin``'s second run but
+  the PDFs (which the smoke build compiles with the same rule). Its own copy, so that the
   smoke tests never see its results or its index entries, and nothing it runs can meet theirs.
 
 Every Snakemake run of these builds starts its Python steps warm, forked from the worker's fork server

@@ -13,6 +13,7 @@ import pytest
 import workflow_testing
 from workflow_testing import (
     SMOKE_MODEL,
+    STANDIN_TARGETS,
     build_smoke,
     build_smoke_base,
     build_standin,
@@ -79,7 +80,7 @@ def test_the_standin_copy_starts_from_the_smoke_base_model_and_corpora(factory, 
     for path in shared:
         os.utime(path, ns=(past, past))
     standin = build_standin(factory)
-    assert fake.runs == [SMOKE_BASE, ("standin", "standin", ("all",))]  # the base model and corpora: once
+    assert fake.runs == [SMOKE_BASE, ("standin", "standin", STANDIN_TARGETS)]  # the base model and corpora: once
     for path in shared:
         copied = standin / path.relative_to(base)
         assert copied.stat().st_mtime_ns == path.stat().st_mtime_ns == past, copied
@@ -106,7 +107,7 @@ def test_the_standin_build_runs_in_the_background_beside_the_smoke_build(factory
         fake.release.set()
         smoke.join(30)
     assert sorted(fake.runs) == sorted([SMOKE_BASE, ("smoke", "smoke", ("all", "shared_stages")),
-                                        ("standin", "standin", ("all",))])
+                                        ("standin", "standin", STANDIN_TARGETS)])
 
 
 def test_a_failed_stage_is_reported_to_every_later_ask(factory, monkeypatch):
@@ -130,7 +131,7 @@ def test_a_failed_background_build_is_reported_to_its_asks(factory, monkeypatch)
     start_standin_build(factory).join(30)
     with pytest.raises(pytest.fail.Exception, match=r"standin_build failed \(in another worker\)"):
         build_standin(factory)
-    assert fake.runs == [SMOKE_BASE, ("standin", "standin", ("all",))]
+    assert fake.runs == [SMOKE_BASE, ("standin", "standin", STANDIN_TARGETS)]
 
 
 def test_a_build_that_times_out_is_reported_as_failed(factory, monkeypatch):
