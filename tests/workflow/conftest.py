@@ -19,13 +19,16 @@ Every Snakemake run of these builds starts its Python steps warm, forked from th
 cold steps, is ``test_make_reports.py``'s.
 
 Under pytest-xdist (``make test`` runs ``-n $(CORES)``) the workers share them: they live in the run's common
-temporary folder and each stage runs once, under its lock, whichever worker asks first. The worker that builds the
-smoke copy starts the stand-in build in the background as soon as the base model exists (when the run has stand-in
-tests), so the two builds share the cores instead of one waiting for the other. Every test holds the copy's lock while
-it runs (exclusive for a test that runs Snakemake in the copy, shared for one that only reads it), so no two tests ever
-change a copy at once."""
+temporary folder and each stage runs once, under its lock, whichever worker asks first. The run's first test is one
+of this folder, whose worker starts the builds in the background (:func:`shared_builds`): the smoke base model, then
+the stand-in build beside the smoke build (when the run has stand-in tests), so that the builds share the cores with
+the unit tests instead of starting when the end-to-end tests, last in collection order, reach them. Every test holds
+the copy's lock while it runs (exclusive for a test that runs Snakemake in the copy, shared for one that only reads
+it), so no two tests ever change a copy at once."""
 
+import contextlib
 import fcntl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,17 +37,45 @@ from shared_testing import shared_lock
 from workflow_testing import build_smoke, build_smoke_base, build_standin, snakemake, start_standin_build
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The run's first test is the first of this folder, so that its worker starts the shared builds
+    (:func:`shared_builds`) at once and the unit tests of both workers run beside them, instead of the builds
+    starting when the last tests in collection order, this folder's, reach them."""
+    here = Path(__file__).parent
+    first = next((item for item in items if here in Path(item.path).parents), None)
+    if first is not None:
+        items.remove(first)
+        items.insert(0, first)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_builds(request, tmp_path_factory) -> Iterator[None]:
+    """Starts, in a thread of this worker, the shared builds this run's tests ask for: the smoke base model, then the
+    stand-in build beside the smoke build (when a test asks for the stand-in copy). A build's failure is recorded
+    for the tests that ask for it (``shared_testing.made_once``); the worker ends after the thread (another worker
+    may be waiting for its build)."""
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+
+    def build() -> None:
+        with contextlib.suppress(Exception, pytest.fail.Exception):
+            build_smoke_base(tmp_path_factory)
+            standin = start_standin_build(tmp_path_factory) if "standin_copy" in wanted else None
+            build_smoke(tmp_path_factory)
+            if standin is not None:
+                standin.join()
+
+    thread = threading.Thread(target=build, name="shared builds") if "smoke_copy" in wanted else None
+    if thread is not None:
+        thread.start()
+    yield
+    if thread is not None:
+        thread.join()
+
+
 @pytest.fixture(scope="session")
-def smoke_copy(tmp_path_factory, request) -> Iterator[Path]:
-    """The smoke copy after the smoke build (``all shared_stages``); the stand-in build starts beside it once the base
-    model exists, when a test of this run asks for the stand-in copy (this worker ends after that build does: another
-    may be waiting for it)."""
-    build_smoke_base(tmp_path_factory)
-    wanted = any("standin_copy" in item.fixturenames for item in request.session.items)
-    standin = start_standin_build(tmp_path_factory) if wanted else None
-    yield build_smoke(tmp_path_factory)
-    if standin is not None:
-        standin.join()
+def smoke_copy(tmp_path_factory) -> Path:
+    """The smoke copy after the smoke build (``all shared_stages``), started by :func:`shared_builds`."""
+    return build_smoke(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import workflow_testing
 from workflow_testing import (
     SMOKE_MODEL,
     STANDIN_TARGETS,
@@ -54,16 +53,18 @@ class FakeSnakemake:
 
 
 @pytest.fixture
-def factory(tmp_path, monkeypatch):
-    """A temporary-path factory of one worker (the shared folder: ``tmp_path``), and a work tree of one file."""
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    monkeypatch.setattr(workflow_testing, "copy_worktree", lambda copy: (copy / "Snakefile").write_text("rules"))
-    return SimpleNamespace(getbasetemp=lambda: tmp_path)
+def factory(tmp_path):
+    """A temporary-path factory of one worker (its folder in ``tmp_path``, the shared one under xdist), with a fake
+    Snakemake and a work tree of one file, which the builds read from it: nothing is patched into workflow_testing,
+    where the run's real builds, in a thread (conftest.shared_builds), would meet them."""
+    (tmp_path / "worker").mkdir()
+    return SimpleNamespace(getbasetemp=lambda: tmp_path / "worker", snakemake=FakeSnakemake(),
+                           copy_worktree=lambda copy: (copy / "Snakefile").write_text("rules"))
 
 
 def test_a_stage_runs_once_for_every_ask(factory, monkeypatch):
     fake = FakeSnakemake()
-    monkeypatch.setattr(workflow_testing, "snakemake", fake)
+    factory.snakemake = fake
     first, again = build_smoke(factory), build_smoke(factory)
     assert first == again
     assert (first / "Snakefile").read_text() == "rules"
@@ -72,7 +73,7 @@ def test_a_stage_runs_once_for_every_ask(factory, monkeypatch):
 
 def test_the_standin_copy_starts_from_the_smoke_base_model_and_corpora(factory, monkeypatch):
     fake = FakeSnakemake()
-    monkeypatch.setattr(workflow_testing, "snakemake", fake)
+    factory.snakemake = fake
     base = build_smoke_base(factory)
     past = 1_500_000_000_000_000_000  # ns: files built long before the copy is made
     shared = [base / SMOKE_MODEL / "model.safetensors", base / SMOKE_MODEL,
@@ -91,7 +92,7 @@ def test_the_standin_build_runs_in_the_background_beside_the_smoke_build(factory
     """Started once the base model exists, it is done while the rest of the smoke build still runs; a second start
     (another worker's) does nothing; an ask waits for it and gets its copy."""
     fake = FakeSnakemake(block=("all", "shared_stages"))
-    monkeypatch.setattr(workflow_testing, "snakemake", fake)
+    factory.snakemake = fake
     build_smoke_base(factory)
     background = start_standin_build(factory)
     assert start_standin_build(factory) is None
@@ -111,13 +112,13 @@ def test_the_standin_build_runs_in_the_background_beside_the_smoke_build(factory
 
 
 def test_a_failed_stage_is_reported_to_every_later_ask(factory, monkeypatch):
-    monkeypatch.setattr(workflow_testing, "snakemake", FakeSnakemake(returncode=1))
+    factory.snakemake = FakeSnakemake(returncode=1)
     with pytest.raises(pytest.fail.Exception) as failure:
         build_smoke(factory)
     assert str(failure.value).startswith(f"the smoke_base failed: snakemake --profile workflow/profiles/smoke "
                                          f"{SMOKE_MODEL} ")
     assert str(failure.value).endswith("\nthe build broke")
-    monkeypatch.setattr(workflow_testing, "snakemake", fake := FakeSnakemake())
+    factory.snakemake = fake = FakeSnakemake()
     with pytest.raises(pytest.fail.Exception, match=r"smoke_base failed \(in another worker\):\nthe smoke_base "):
         build_standin(factory)
     assert fake.runs == []
@@ -125,7 +126,7 @@ def test_a_failed_stage_is_reported_to_every_later_ask(factory, monkeypatch):
 
 def test_a_failed_background_build_is_reported_to_its_asks(factory, monkeypatch):
     fake = FakeSnakemake()
-    monkeypatch.setattr(workflow_testing, "snakemake", fake)
+    factory.snakemake = fake
     build_smoke_base(factory)
     fake.returncode = 1
     start_standin_build(factory).join(30)
@@ -138,7 +139,7 @@ def test_a_build_that_times_out_is_reported_as_failed(factory, monkeypatch):
     def times_out(copy, *targets, timeout, profile):
         raise subprocess.TimeoutExpired(["snakemake", *targets], timeout)
 
-    monkeypatch.setattr(workflow_testing, "snakemake", times_out)
+    factory.snakemake = times_out
     with pytest.raises(subprocess.TimeoutExpired):
         built_once(factory, "stage", "copy", [("smoke", "all")])
     with pytest.raises(pytest.fail.Exception, match="timed out after 3600 seconds"):
