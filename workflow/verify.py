@@ -133,12 +133,12 @@ def close(a: Any, b: Any, rtol: float) -> bool:
     return math.isclose(x, y, rel_tol=rtol) or (math.isnan(x) and math.isnan(y))
 
 
-def cells_of(rows: Sequence[Mapping[str, str]], rules: Iterable[str]) -> list[str]:
-    """The existing files among summary ``rows`` that rules ``rules`` make (a folder, such as a checkpoint, is not a
-    record), in summary order."""
+def cells_of(rows: Sequence[Mapping[str, str]], rules: Iterable[str], folder: Path) -> list[str]:
+    """The existing files among summary ``rows`` (of the checkout ``folder``) that rules ``rules`` make (a folder,
+    such as a checkpoint, is not a record), in summary order."""
     wanted = set(rules)
     return [row["output_file"] for row in rows if row["rule"] in wanted and row["date"] != "-"
-            and not Path(row["output_file"]).is_dir()]
+            and not (folder / row["output_file"]).is_dir()]
 
 
 def planned_files(profile: str, folder: Path, cells: Sequence[str]) -> list[str]:
@@ -233,7 +233,7 @@ def select(args: argparse.Namespace, config: Mapping[str, Any], rows: Sequence[M
         papers = config["cells"]
         if args.paper not in papers:
             raise ValueError(f"unknown paper {args.paper!r}; verify.cells names {', '.join(sorted(papers))}")
-        return cells_of(rows, papers[args.paper])
+        return cells_of(rows, papers[args.paper], args.folder)
     return list(config["sample"])
 
 

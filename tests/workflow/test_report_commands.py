@@ -36,7 +36,7 @@ def test_every_printed_command_runs(smoke_build, run_snakemake):
             elif words[:2] == ["make", "verify"]:
                 options = dict(word.split("=", 1) for word in words[2:])
                 assert options == {"PAPER": paper, "PROFILE": "smoke"}
-                cells = select(Namespace(cells=None, paper=paper, profile="smoke"), config, rows)
+                cells = select(Namespace(cells=None, paper=paper, profile="smoke", folder=smoke_build), config, rows)
                 assert cells, entry
                 assert all(cell.startswith(f"results/smoke/{paper}/") for cell in cells)
                 assert all((smoke_build / cell).is_file() for cell in cells)
