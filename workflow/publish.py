@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.report.summary import replace_table, results_table
-from workflow.status import SHARED, classify, paper_of, papers_in, status_text, summary_rows
+from common.report.summary import paper_keys, replace_table, results_table
+from workflow.status import SHARED, classify, paper_of, status_text, summary_rows
 from workflow.verify import metadata_file, workflow_config
 
 MIB = 1024 * 1024
@@ -139,7 +139,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     """Check the build of ``profile`` in checkout ``folder`` and stage it (module docstring); ValueError listing
     every reason it cannot be published. Returns ``{"files", "bytes", "commit"}``."""
     config = workflow_config(folder, profile)["publish"]
-    papers = papers_in(folder)
+    papers = paper_keys(folder)
     rows = summary_rows(profile, folder)
     status = classify(rows, profile, papers)
     reports = [row["output_file"] for row in rows if row["rule"] in ("render_report", "report_index")]

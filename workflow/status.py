@@ -29,7 +29,7 @@ from pathlib import Path
 
 from common.config import profile_dirs
 from common.io import write_text
-from common.report.summary import replace_table, results_table
+from common.report.summary import paper_keys, replace_table, results_table
 
 SHARED = "shared"
 UPDATE = "update pending"
@@ -37,18 +37,25 @@ UPSTREAM = "ok"  # Snakemake's status of a file that will be redone because some
 UPSTREAM_REASON = "built from a stale or absent result"
 
 
+def snakemake(profile: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``folder``; RuntimeError with its message when
+    it fails."""
+    command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", *args]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[2:])} failed in {folder}:\n{done.stderr[-3000:]}")
+    return done
+
+
 def summary_rows(profile: str, folder: Path, targets: Sequence[str] = ("all",)) -> list[dict[str, str]]:
     """The rows of ``snakemake --summary`` for ``targets`` in ``folder`` with profile ``profile`` (the columns
     ``output_file``, ``date``, ``rule``, ``log-file(s)``, ``status``, ``plan``). RuntimeError with Snakemake's
     message when it fails."""
-    command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", "--summary", *targets]
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed in {folder}:\n{done.stderr[-3000:]}")
+    done = snakemake(profile, folder, "--summary", *targets)
     lines = done.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("output_file\t")), None)
     if start is None:
-        raise RuntimeError(f"{' '.join(command)} printed no summary table:\n{done.stdout[-3000:]}")
+        raise RuntimeError(f"snakemake --summary printed no summary table in {folder}:\n{done.stdout[-3000:]}")
     header = lines[start].split("\t")
     return [dict(zip(header, line.split("\t"), strict=True)) for line in lines[start + 1:] if line.strip()]
 
@@ -104,10 +111,6 @@ def status_text(entry: dict) -> str:
     return f"stale: {len(entry['stale'])} of {built}" if entry["stale"] else "current"
 
 
-def papers_in(folder: Path) -> list[str]:
-    return sorted(path.parent.name for path in (folder / "papers").glob("*/rules.smk"))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="default", help="a profile of workflow/profiles (default: default)")
@@ -115,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
     parser.add_argument("--update", type=Path, help="a Markdown file (README.md) whose results table is rewritten")
     args = parser.parse_args(argv)
-    papers = papers_in(args.folder)
+    papers = paper_keys(args.folder)
     status = classify(summary_rows(args.profile, args.folder), args.profile, papers)
     print(json.dumps(status, indent=1, sort_keys=True) if args.json else table(status, args.profile))
     if args.update is not None:

@@ -34,7 +34,6 @@ import io
 import json
 import math
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +44,8 @@ from typing import Any
 import yaml
 
 from common.config import merged, profile_overrides
-from workflow.status import UPDATE, papers_in, summary_rows
+from common.report.summary import paper_keys
+from workflow.status import UPDATE, snakemake, summary_rows
 
 WORKFLOW_CONFIG = "workflow/config/default.yaml"
 METADATA = Path(".snakemake/metadata")
@@ -152,16 +152,6 @@ def planned_files(profile: str, folder: Path, cells: Sequence[str]) -> list[str]
     return list(dict.fromkeys(files))
 
 
-def snakemake(profile: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``folder``; RuntimeError with its message when
-    it fails."""
-    command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", *args]
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[2:])} failed in {folder}:\n{done.stderr[-3000:]}")
-    return done
-
-
 def job_seconds(folder: Path, path: str) -> float | None:
     """The time of the job that made ``path`` (Snakemake's record: end minus start), None without a record."""
     record = folder / metadata_file(path)
@@ -249,15 +239,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rtol < 0 or not math.isfinite(args.rtol):
         parser.error(f"--rtol must be a finite number >= 0, got {args.rtol}")
-    if args.paper and args.paper not in papers_in(args.folder):
-        parser.error(f"--paper {args.paper!r} is not a paper of this checkout: {', '.join(papers_in(args.folder))}")
+    papers = paper_keys(args.folder)
+    if args.paper and args.paper not in papers:
+        parser.error(f"--paper {args.paper!r} is not a paper of this checkout: {', '.join(papers)}")
     config = verify_config(args.folder, args.profile)
     rows = summary_rows(args.profile, args.folder)
     try:
         cells = select(args, config, rows)
     except ValueError as err:
         parser.error(str(err))
-    stale = [row["output_file"] for row in rows if row["output_file"] in set(cells) and row["plan"] == UPDATE]
+    selected = set(cells)
+    stale = [row["output_file"] for row in rows if row["output_file"] in selected and row["plan"] == UPDATE]
     if stale:
         print(f"note: {len(stale)} of the cells are stale (make status): the code or config that made them changed, "
               "so a difference is expected", file=sys.stderr)

@@ -29,20 +29,23 @@ def config_hash(config: Any) -> str:
 BUILD_OUTPUTS = ("results", "reports", "logs", "data", ".snakemake")  # what a build writes (some of it published)
 
 
+def git_output(root: str | os.PathLike[str], *args: str) -> str | None:
+    """The stripped output of ``git <args>`` in ``root``; None without git or when git fails (no checkout, an
+    unknown commit)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def git_state(root: str | os.PathLike[str] = ".") -> dict[str, Any]:
     """``{"commit", "dirty"}`` of the repository at ``root`` (``commit`` None outside a git checkout). ``dirty``: a
     tracked file differs from the commit, outside :data:`BUILD_OUTPUTS`: the published results (and Snakemake's
     records of them) are tracked, and a build that rewrites them has not changed the code or config it ran."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
-        except OSError:
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                 *(f":(exclude){folder}" for folder in BUILD_OUTPUTS))
+    commit = git_output(root, "rev-parse", "HEAD")
+    status = git_output(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                        *(f":(exclude){folder}" for folder in BUILD_OUTPUTS))
     return {"commit": commit, "dirty": bool(status) if commit is not None else None}
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from common.config import SHORT_PATHS_PROFILE, profile_dirs
 from common.io import read_json
 
 from .claims import VERDICTS, verdict_counts
+from .provenance import git_output
 
 BEGIN = "<!-- results table: python -m workflow.status --update README.md -->"
 END = "<!-- end of results table -->"
@@ -88,12 +88,7 @@ def run_label(claims_path: Path, context: Mapping[str, Any] | None, root: str | 
 def commit_date(commit: str, root: str | os.PathLike[str] = ".") -> str | None:
     """The committer date (YYYY-MM-DD) of ``commit`` in the git repository at ``root``; None when git or the
     commit is not there."""
-    try:
-        done = subprocess.run(["git", "show", "-s", "--format=%cs", commit, "--"], cwd=root, capture_output=True,
-                              text=True, timeout=30, check=False)
-    except OSError:
-        return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return git_output(root, "show", "-s", "--format=%cs", commit, "--") or None
 
 
 def markdown_row(cells: Sequence[Any]) -> str:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from workflow.step_code import imported_by
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("common", "papers", "workflow", "bench")  # the folders whose Python files are rooms' modules
 LAYERS: tuple[tuple[str, ...], ...] = (  # bottom up; the rooms of one layer import none of each other
@@ -80,13 +82,8 @@ def imported_names(path: Path, module: str) -> Iterator[tuple[int, str]]:
                                                   or getattr(node.func, "id", None) in DYNAMIC_IMPORTS)
                   for node in ast.walk(tree))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from ((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])]) \
-                if node.level else node.module
-            yield node.lineno, base
-            yield from ((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+        if isinstance(node, ast.Import | ast.ImportFrom):  # resolved as a step's code digest resolves them
+            yield from ((node.lineno, name) for name in imported_by(node, package))
         elif dynamic and isinstance(node, ast.Constant) and isinstance(node.value, str):
             yield node.lineno, node.value
 
