@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         done = publish(args.folder, args.profile, args.replace_large, args.dry_run)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # the reasons it refuses; Snakemake's or git's own message
         print(err, file=sys.stderr)
         return 1
     for name, size in done["bytes"].items():

@@ -119,7 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--update", type=Path, help="a Markdown file (README.md) whose results table is rewritten")
     args = parser.parse_args(argv)
     papers = paper_keys(args.folder)
-    status = classify(summary_rows(args.profile, args.folder), args.profile, papers)
+    try:
+        rows = summary_rows(args.profile, args.folder)
+    except RuntimeError as err:  # Snakemake's own message: an unknown profile, a broken config
+        print(err, file=sys.stderr)
+        return 2
+    status = classify(rows, args.profile, papers)
     print(json.dumps(status, indent=1, sort_keys=True) if args.json else table(status, args.profile))
     if args.update is not None:
         text = results_table(args.folder, args.profile, {paper: status_text(status[paper]) for paper in papers})

@@ -242,11 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     papers = paper_keys(args.folder)
     if args.paper and args.paper not in papers:
         parser.error(f"--paper {args.paper!r} is not a paper of this checkout: {', '.join(papers)}")
-    config = verify_config(args.folder, args.profile)
-    rows = summary_rows(args.profile, args.folder)
     try:
+        config = verify_config(args.folder, args.profile)
+        rows = summary_rows(args.profile, args.folder)
         cells = select(args, config, rows)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # an unknown profile or cell; Snakemake's own message
         parser.error(str(err))
     selected = set(cells)
     stale = [row["output_file"] for row in rows if row["output_file"] in selected and row["plan"] == UPDATE]

@@ -113,3 +113,13 @@ def test_a_bad_request_is_named():
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert "--rtol must be a finite number >= 0, got -1.0" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "workflow.verify", "--profile", "nope"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "unknown profile 'nope'" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "workflow.status", "--profile", "nope"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "workflow/profiles/nope" in done.stderr
+    assert "Traceback" not in done.stderr
