@@ -28,6 +28,7 @@ flagged.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,13 +60,10 @@ def commits_of(root: str | os.PathLike[str], path: str) -> list[tuple[str, str]]
 def prediction_of(config_text: str | None, paper: str, cid: str) -> dict[str, Any] | None:
     """The prediction of row ``cid`` in a config's text (None when the text, the paper or the row is missing, or
     the text is not YAML)."""
-    if config_text is None:
+    config = parsed_config(config_text)
+    if config is None:
         return None
-    try:
-        config = yaml.safe_load(config_text)
-    except yaml.YAMLError:
-        return None
-    entry = ((config or {}).get(paper) or {}).get("claims", {}).get(cid)
+    entry = (config.get(paper) or {}).get("claims", {}).get(cid)
     if not isinstance(entry, Mapping):
         return None
     try:
@@ -73,6 +71,20 @@ def prediction_of(config_text: str | None, paper: str, cid: str) -> dict[str, An
                                  float(entry.get("threshold", "nan")), entry.get("requires") or {})
     except (TypeError, ValueError):
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def parsed_config(config_text: str | None) -> Mapping[str, Any] | None:
+    """A config's text as YAML (``yaml.safe_load``), None when there is no text or it is not a YAML mapping; parsed
+    once per distinct text, as a paper's history holds each version of its config at many commits and every row
+    reads each one (the result is shared between callers: read it, never change it)."""
+    if config_text is None:
+        return None
+    try:
+        config = yaml.safe_load(config_text)
+    except yaml.YAMLError:
+        return None
+    return config if isinstance(config, Mapping) else None
 
 
 def prediction_record(statistic: str, direction: str, threshold: float, requires: Iterable[str]) -> dict[str, Any]:
