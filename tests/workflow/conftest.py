@@ -94,7 +94,8 @@ def standin_build(standin_copy, tmp_path_factory):
 
 @pytest.fixture
 def smoke_build(smoke_copy, request, tmp_path_factory):
-    """The smoke-built copy, locked for the test: exclusively when the test runs Snakemake in it, shared otherwise."""
+    """The smoke-built copy, locked for the test: exclusively when the test runs Snakemake in it
+    (:func:`run_snakemake`), shared otherwise (a test that reads it, or plans in it: :func:`plan_snakemake`)."""
     with shared_lock(tmp_path_factory, fcntl.LOCK_EX if "run_snakemake" in request.fixturenames else fcntl.LOCK_SH,
                      "smoke_build"):
         yield smoke_copy
@@ -104,3 +105,12 @@ def smoke_build(smoke_copy, request, tmp_path_factory):
 def run_snakemake():
     """``run_snakemake(copy, *args)``: Snakemake with the smoke profile in a copy."""
     return snakemake
+
+
+@pytest.fixture(scope="session")
+def plan_snakemake():
+    """``plan_snakemake(copy, *args)``: a dry run (``-n``) of Snakemake with the smoke profile in a copy. It changes
+    nothing a test reads (Snakemake takes no lock for a dry run; it writes only its I/O cache,
+    ``.snakemake/iocache``, which a run reads only when told to trust it), so its test shares the copy's lock with
+    the tests that read the copy."""
+    return lambda copy, *args: snakemake(copy, "-n", *args)

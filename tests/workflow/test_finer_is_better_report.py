@@ -73,16 +73,16 @@ def test_checksums_cover_the_cells(smoke_build):
             "results/smoke/finer_is_better/mse/e2m1-ue4m3-b4-brute_force.json"} <= listed
 
 
-def test_one_cell_reruns_alone(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", CELL, "--", CELL)
+def test_one_cell_reruns_alone(smoke_build, plan_snakemake):
+    dry = plan_snakemake(smoke_build, "--forcerun", CELL, "--", CELL)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {"fib_ptq_cells": "1", "total": "1"}
 
 
-def test_a_wrong_config_key_stops_before_any_work(smoke_build, run_snakemake):
-    bad = smoke_build / "bad.yaml"
+def test_a_wrong_config_key_stops_before_any_work(smoke_build, plan_snakemake, tmp_path):
+    bad = tmp_path / "bad.yaml"
     bad.write_text("finer_is_better:\n  numerical:\n    sampels: 10\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
+    run = plan_snakemake(smoke_build, "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "sampels" in run.stdout + run.stderr

@@ -41,8 +41,8 @@ def test_the_paper_claims_are_all_checked(smoke_build):
             assert "over 2 seeds" in claim["estimate"]["method"], claim["id"]
 
 
-def test_one_run_reruns_alone(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", RUN, "--", RUN)
+def test_one_run_reruns_alone(smoke_build, plan_snakemake):
+    dry = plan_snakemake(smoke_build, "--forcerun", RUN, "--", RUN)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {"mw_train": "1", "total": "1"}
@@ -88,9 +88,9 @@ def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
     assert seeds == {0, 1}
 
 
-def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
-    bad = smoke_build / "bad.yaml"
+def test_a_wrong_config_value_stops_before_any_work(smoke_build, plan_snakemake, tmp_path):
+    bad = tmp_path / "bad.yaml"
     bad.write_text("maxwindow_hif8:\n  observers: [most_recent, max_windw]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
+    run = plan_snakemake(smoke_build, "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "max_windw" in run.stdout + run.stderr

@@ -34,8 +34,8 @@ def test_the_paper_claims_are_all_rows(smoke_build):
     assert sum(sum(counts.values()) for counts in document["counts_by_kind"].values()) == len(CLAIM_IDS)
 
 
-def test_the_preregistration_has_no_model_input(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", PREREGISTERED, "--", PREREGISTERED)
+def test_the_preregistration_has_no_model_input(smoke_build, plan_snakemake):
+    dry = plan_snakemake(smoke_build, "--forcerun", PREREGISTERED, "--", PREREGISTERED)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {"msl_preregister": "1", "total": "1"}
@@ -62,17 +62,17 @@ def test_the_papers_model_is_tested_on_the_authors_grid(smoke_build):
 
 
 @pytest.mark.parametrize(("cell", "rule"), [(CELL, "msl_ptq_cells"), (SWEEP_CELL, "msl_ptq_sweep_cells")])
-def test_one_cell_reruns_its_model_alone(smoke_build, run_snakemake, cell, rule):
+def test_one_cell_reruns_its_model_alone(smoke_build, plan_snakemake, cell, rule):
     """Asking for one cell reruns the one job of its model (or sweep point), nothing upstream or downstream."""
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", cell, "--", cell)
+    dry = plan_snakemake(smoke_build, "--forcerun", cell, "--", cell)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {rule: "1", "total": "1"}
 
 
-def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
-    bad = smoke_build / "bad.yaml"
+def test_a_wrong_config_value_stops_before_any_work(smoke_build, plan_snakemake, tmp_path):
+    bad = tmp_path / "bad.yaml"
     bad.write_text("microscaling_limits:\n  model:\n    variants: [ue4m3, ue6m2]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
+    run = plan_snakemake(smoke_build, "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "ue6m2" in run.stdout + run.stderr

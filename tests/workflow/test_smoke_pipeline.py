@@ -26,7 +26,7 @@ def test_shared_stages_artifacts(smoke_build):
     assert size["checkpoint_bytes"] < size["original_bytes"]
 
 
-def test_rerun_finds_nothing_to_do(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "all", "shared_stages")
+def test_rerun_finds_nothing_to_do(smoke_build, plan_snakemake):
+    dry = plan_snakemake(smoke_build, "all", "shared_stages")
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "Nothing to be done" in dry.stdout + dry.stderr

@@ -57,8 +57,8 @@ def test_the_claims_are_evidence(smoke_build):
     assert sum(sum(counts.values()) for counts in document["counts_by_kind"].values()) == len(rows)
 
 
-def test_one_run_reruns_alone(smoke_build, run_snakemake):
-    dry = run_snakemake(smoke_build, "-n", "--forcerun", TRAINED, "--", TRAINED)
+def test_one_run_reruns_alone(smoke_build, plan_snakemake):
+    dry = plan_snakemake(smoke_build, "--forcerun", TRAINED, "--", TRAINED)
     assert dry.returncode == 0, dry.stderr[-2000:]
     jobs = re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE)
     assert dict(jobs) == {"wq_train": "1", "total": "1"}
@@ -100,9 +100,9 @@ def test_summary_reads_every_curve_and_spectrum(smoke_build):
     assert winq["format_version"] == 1
 
 
-def test_a_wrong_config_value_stops_before_any_work(smoke_build, run_snakemake):
-    bad = smoke_build / "bad.yaml"
+def test_a_wrong_config_value_stops_before_any_work(smoke_build, plan_snakemake, tmp_path):
+    bad = tmp_path / "bad.yaml"
     bad.write_text("winq:\n  methods: [baseline, winqq]\n")
-    run = run_snakemake(smoke_build, "-n", "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
+    run = plan_snakemake(smoke_build, "--configfile", str(bad), "--", f"reports/smoke/{PAPER}.html")
     assert run.returncode != 0
     assert "winqq" in run.stdout + run.stderr
