@@ -9,6 +9,7 @@ import subprocess
 import pytest
 import yaml
 
+from common.report import history
 from common.report.history import NO_GIT, prediction_record, results_records, row_histories
 
 
@@ -114,3 +115,16 @@ def test_a_prediction_written_before_every_result_is_not_revised(repo):
 
 def test_outside_a_checkout_nothing_is_dated(tmp_path):
     assert histories(tmp_path, {"a": row(0.5)}) == {"a": {"prediction": {"note": NO_GIT}, "revision": {}}}
+
+
+def test_each_version_of_the_config_is_parsed_once_whatever_the_number_of_rows(repo, monkeypatch):
+    entries = {f"r{i}": row(0.1 * i) for i in range(6)}
+    commit(repo, {"papers/demo/config.yaml": config(**entries)}, "predictions", 1)
+    commit(repo, {"papers/demo/config.yaml": config(**{**entries, "r0": row(0.05)})}, "r0 tightened", 2)
+    parsed = []
+    monkeypatch.setattr(yaml, "safe_load", lambda text: parsed.append(text) or yaml.load(text, yaml.SafeLoader))
+    history.parsed_config.cache_clear()
+    result = histories(repo, {**entries, "r0": row(0.05)})
+    assert len(parsed) == 2  # two versions (the working tree's is the newest), not one per row and version
+    assert result["r1"]["prediction"]["date"] == "2026-12-01T12:00:00+00:00"
+    assert result["r0"]["prediction"]["date"] == "2026-12-02T12:00:00+00:00"
