@@ -1,6 +1,8 @@
 """The code a workflow step runs, as a digest its rule records among its params, so that Snakemake's own change
-detection (``rerun-triggers: params``, ``--list-changes params``, ``--summary``) names the results a code change
-makes stale. Snakemake records a rule's shell text, not the Python that text starts; this is the Python.
+detection (``rerun-triggers: params``: a dry run's "Params have changed" reason; ``make status``) names the results a
+code change makes stale. Snakemake records a rule's shell text, not the Python that text starts; this is the Python.
+(Snakemake 9's ``--list-changes params`` lists every recorded output whether its params changed or not: a falsy
+``ParamsChange`` still carries its file. Use a dry run.)
 
 A rule names its step's entry point, ``package.__main__:function`` (the function its sub-command runs;
 ``module:f,g`` for several, e.g. the handler and the parser whose defaults it reads) or ``package.__main__`` (a module
@@ -164,9 +166,10 @@ def step_texts(entry: str, root: Path) -> dict[str, str]:
         texts = {}
         todo = [module]
     todo += parent_packages(module)
+    resolved = root.resolve()  # once: a step's closure walks thousands of names (resolving each cost 1-2 s a parse)
     while todo:
         name = todo.pop()
-        if name in texts or (found := module_text(name, root.resolve())) is None:
+        if name in texts or (found := module_text(name, resolved)) is None:
             continue
         texts[name], imports = found
         todo.extend(parent_packages(name))
