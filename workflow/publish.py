@@ -70,7 +70,9 @@ def report_problems(status: Mapping[str, Mapping[str, Any]], contexts: Mapping[s
     commits = {}
     for paper, context in contexts.items():
         git = (context or {}).get("provenance", {}).get("git", {})
-        if not git.get("commit"):
+        if context is None:
+            problems.append(f"{paper}: no report context yet (the build has not reached it)")
+        elif not git.get("commit"):
             problems.append(f"{paper}: its report context names no commit (built outside a git checkout?)")
         elif git.get("dirty"):
             problems.append(f"{paper}: built at {git['commit'][:7]} + uncommitted changes")
@@ -150,7 +152,8 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     records = sorted({str(metadata_file(output)) for output in files.values()})
     problems += [f"no Snakemake record {r} (built by another checkout?)" for r in records if not (folder / r).is_file()]
     problems += [f"cited but not published: {entry}" for entry in
-                 cited_unpublished([folder / p for p in reports if p.endswith(".SHA256SUMS")], set(files))]
+                 cited_unpublished([folder / p for p in reports if p.endswith(".SHA256SUMS")
+                                    and (folder / p).is_file()], set(files))]  # a missing one is named above
     published = sorted({*files, *records})
     per_paper = sizes([name for name in published if (folder / name).is_file()], folder, profile, papers)
     total = sum(per_paper.values())

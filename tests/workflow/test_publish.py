@@ -112,8 +112,15 @@ def test_a_republication_drops_what_is_no_longer_made_and_keeps_a_large_file_onc
         "results/models/base/m/model.safetensors"]  # staged, not yet committed
 
 
+def unfinished(root: Path) -> None:
+    """The build before its last steps: no context, no report, no SHA256SUMS."""
+    for name in ("results/alpha/report/context.json", "reports/alpha.html", "reports/alpha.SHA256SUMS"):
+        (root / name).unlink()
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda root: (root / "reports/index.html").unlink(), "missing report reports/index.html"),
+    (unfinished, "missing report reports/alpha.SHA256SUMS\n  alpha: no report context yet"),
     (lambda root: (root / "reports/alpha.SHA256SUMS").write_text("0" * 64 + "  results/models/trained/alpha/r/"
                                                                   "seed0/model.safetensors\n"),
      "cited but not published: alpha.SHA256SUMS: results/models/trained/alpha/r/seed0/model.safetensors"),
@@ -137,8 +144,10 @@ def test_report_problems():
     assert report_problems(status, contexts, ["reports/x.html"]) == [
         "missing report reports/x.html", "stale: results/alpha/claims.json (params changed)",
         "alpha: built at aaaaaaa + uncommitted changes",
-        "delta: its report context names no commit (built outside a git checkout?)",
+        "delta: no report context yet (the build has not reached it)",
         "built at several commits: beta bbbbbbb, gamma ccccccc"]
+    assert report_problems({}, {"alpha": {"provenance": {"git": {}}}}, []) == [
+        "alpha: its report context names no commit (built outside a git checkout?)"]
 
 
 def test_helpers(tmp_path):
