@@ -30,30 +30,22 @@ from __future__ import annotations
 import datetime
 import functools
 import os
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .provenance import git_output
+
 README = "README.md"
 NO_GIT = "unknown: not a git checkout"
-
-
-def git(root: str | os.PathLike[str], *args: str) -> str | None:
-    """The stdout of ``git args`` run in ``root``, or None when git fails (no checkout, no such object)."""
-    try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60, check=False)
-    except OSError:
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def commits_of(root: str | os.PathLike[str], path: str) -> list[tuple[str, str]]:
     """``(commit, ISO date)`` of every commit that changed ``path``, newest first (first-parent order is not
     assumed: ``git log``'s default)."""
-    out = git(root, "log", "--format=%H %cI", "--", path) or ""
+    out = git_output(root, "log", "--format=%H %cI", "--", path) or ""
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]  # type: ignore[misc]
 
 
@@ -98,7 +90,7 @@ def readme_records(root: str | os.PathLike[str], paper: str) -> list[dict[str, s
     (one per build commit: its first record)."""
     records: dict[str, dict[str, str]] = {}
     for commit, date in reversed(commits_of(root, README)):
-        for line in (git(root, "show", f"{commit}:{README}") or "").splitlines():
+        for line in (git_output(root, "show", f"{commit}:{README}") or "").splitlines():
             if f"reports/{paper}.html)" not in line or "commit " not in line:
                 continue
             built = line.rsplit("commit ", 1)[1].split()[0].strip(" |")
@@ -111,7 +103,7 @@ def published_records(root: str | os.PathLike[str], paper: str) -> list[dict[str
     """The versions of a published ``results/<paper>/claims.json`` in git history, oldest first."""
     records = []
     for commit, date in reversed(commits_of(root, f"results/{paper}/claims.json")):
-        context = git(root, "show", f"{commit}:results/{paper}/report/context.json")
+        context = git_output(root, "show", f"{commit}:results/{paper}/report/context.json")
         built = commit
         if context:
             built = (yaml.safe_load(context) or {}).get("provenance", {}).get("git", {}).get("commit") or commit
@@ -134,13 +126,15 @@ def row_histories(predictions: Mapping[str, Mapping[str, Any]], revised: Mapping
     ``how`` ("git" or "review: <why>"). ``config`` is the config's path in the repository
     (``papers/<paper>/config.yaml``)."""
     config = config or f"papers/{paper}/config.yaml"
-    head = git(root, "rev-parse", "HEAD")
+    head = git_output(root, "rev-parse", "HEAD")
     if head is None:
         return {cid: {"prediction": {"note": NO_GIT}, "revision": {}} for cid in predictions}
-    versions = [(commit, date, git(root, "show", f"{commit}:{config}")) for commit, date in commits_of(root, config)]
-    worktree = Path(root, config).read_text(encoding="utf-8") if Path(root, config).is_file() else None
+    versions = [(commit, date, git_output(root, "show", f"{commit}:{config}"))
+                for commit, date in commits_of(root, config)]
+    worktree = Path(root, config).read_text(encoding="utf-8").strip() if Path(root, config).is_file() else None
+    # stripped as git_output gives each commit's: one text, parsed once, when the working tree is a commit's
     records = results_records(root, paper)
-    built_configs = {r["built"]: git(root, "show", f"{r['built']}:{config}") for r in records}
+    built_configs = {r["built"]: git_output(root, "show", f"{r['built']}:{config}") for r in records}
     histories = {}
     for cid, current in predictions.items():
         histories[cid] = {"prediction": prediction_date(current, cid, paper, versions, worktree),
@@ -181,18 +175,18 @@ def revision_of(cid: str, current: Mapping[str, Any], revised: Mapping[str, Any]
         return {"earlier": earlier, **change, "results": f"{record['source']} ({record['date'][:10]}), built at "
                 f"{record['built'][:7]}", "how": "git", **why}
     if revised:
-        commit = git(root, "rev-parse", f"{revised['commit']}^{{commit}}")
+        commit = git_output(root, "rev-parse", f"{revised['commit']}^{{commit}}")
         if "earlier" in revised:
             stated = revised["earlier"]
             earlier = prediction_record(stated["statistic"], stated["direction"], stated["threshold"],
                                         stated.get("requires") or {})
         else:
-            earlier = prediction_of(git(root, "show", f"{revised['commit']}^:{config}"), paper, cid)
+            earlier = prediction_of(git_output(root, "show", f"{revised['commit']}^:{config}"), paper, cid)
         if commit is None or earlier is None:
             raise ValueError(f"{paper}.claims.{cid}.revised: no prediction of the row at the parent of commit "
                              f"{revised['commit']!r} in {config}: state it as revised.earlier")
-        date = (git(root, "show", "-s", "--format=%cI", commit) or "").strip()
-        return {"earlier": earlier, "commit": commit.strip(), "date": date, "results": "known from review",
+        date = git_output(root, "show", "-s", "--format=%cI", commit) or ""
+        return {"earlier": earlier, "commit": commit, "date": date, "results": "known from review",
                 "how": f"review: {revised['why']}"}
     return {}
 

@@ -31,9 +31,9 @@ BUILD_OUTPUTS = ("results", "reports", "logs", "data", ".snakemake")  # what a b
 
 def git_output(root: str | os.PathLike[str], *args: str) -> str | None:
     """The stripped output of ``git <args>`` in ``root``; None without git or when git fails (no checkout, an
-    unknown commit)."""
+    unknown commit). The timeout allows a ``git log -- <path>`` over a long history."""
     try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60, check=False)
     except OSError:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
