@@ -42,19 +42,24 @@ PAPER = {
     "citation": "Schaefer & Tabak 2026, arXiv 2605.08565. Reproduced by lowbit-lab at small scale.",
     "question": "With abs-max scaling and E4M3 block scales, smaller FP4 blocks can give higher MSE and perplexity. "
                 "Is that inherent to fine granularity, or fixable by the scale-selection algorithm?",
-    "method": "Scale rules (FP4 E2M1 elements, block scales along the last dimension): abs-max s = E4M3(bmax/6); "
-              "prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = E4M3(1.5 bmax/6) replaces s6 "
-              "= E4M3(bmax/6) iff its block MSE is strictly smaller); brute force (the best of every representable "
-              "scale); hierarchical (an FP32 c = max|x|/T divided out first, block scales on x/c, c multiplied back; "
-              "its scope and T follow the numerics convention, tabled below beside the authors'). Numerical study: "
-              "Monte Carlo MSE of Normal(0, sigma^2) data on a log sigma grid, the same seeded draw for every curve. "
-              "Model study: we cannot choose models whose weights sit in each regime, so we make them: a "
-              "function-preserving sweep of the base model (the RMSNorm gain before the MLP divided by c, gate_proj "
-              "and up_proj times c) computes the same function with the quantized weights' sigma times c, and the "
-              "regime card places every point against the theory's crossover. Weights-only runs are our extension "
-              "(the authors' repository has none). The paper profile evaluates the paper's models as they are, "
-              "beside the gaps the authors published (their results.csv). Identities the code guarantees are "
-              "implementation checks, not reproductions.",
+    # one step a line, each starting "- " (the report template renders the lines as a list)
+    "method": "\n".join([
+        "- Scale rules (FP4 E2M1 elements, block scales along the last dimension): abs-max s = E4M3(bmax/6); "
+        "prevent-zero (a scale that rounds to zero becomes 2^-9); 4-over-6 (s4 = E4M3(1.5 bmax/6) replaces s6 = "
+        "E4M3(bmax/6) iff its block MSE is strictly smaller); brute force (the best of every representable "
+        "scale).",
+        "- Hierarchical: an FP32 c = max|x|/T divided out first, block scales on x/c, c multiplied back; its "
+        "scope and T follow the numerics convention, tabled below beside the authors'.",
+        "- Numerical study: Monte Carlo MSE of Normal(0, sigma^2) data on a log sigma grid, the same seeded draw "
+        "for every curve.",
+        "- Model study: we cannot choose models whose weights sit in each regime, so we make them: a "
+        "function-preserving sweep of the base model (the RMSNorm gain before the MLP divided by c, gate_proj and "
+        "up_proj times c) computes the same function with the quantized weights' sigma times c, and the regime "
+        "card places every point against the theory's crossover.",
+        "- Weights-only runs are our extension (the authors' repository has none). The paper profile evaluates "
+        "the paper's models as they are, beside the gaps the authors published (their results.csv).",
+        "- Identities the code guarantees are implementation checks, not reproductions.",
+    ]),
 }
 
 

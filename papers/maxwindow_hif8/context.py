@@ -22,35 +22,40 @@ PAPER = {
     "citation": "Cheng et al. 2026, arXiv 2605.26189. Reproduced by lowbit-lab at small scale.",
     "question": "Which failure modes of HiF8 W8A8 quantization-aware training does the training loss hide, and does "
                 "the recipe (max-window amax history, BF16 warmup, low learning rate) fix them?",
-    "method": "Continual pretraining of a pretrained base model on a shift corpus, so that forgetting of the "
-              "pretraining corpus is measurable; the table above sets the paper's setup beside ours, the regime card "
-              "below the quantities that govern its effects. QAT fake-quantizes the layers the table names: forward "
-              "y = Q(x) Q(W)^T, backward dx = Q(g) Q(W) and dW = Q(g)^T Q(x), each tensor role of each layer with its "
-              "own per-tensor scale s = 15 / (amax_pred + 1e-12), HiF8 elements and a straight-through estimator. "
-              "The delayed amax prediction comes from the history up to the previous call (the call's amax is "
-              "appended after), one history entry per forward or backward call, as the authors' code. Observers: "
-              "most_recent (last value), exp_smooth (an exponential moving average; the authors' predictor is a "
-              "damped-trend ensemble), max_window (max over the window) or current (the call's own amax). The runs "
-              "are those the claims compare: BF16 at both learning rates, the recipe (max_window, BF16 warmup, low "
-              "rate), its one-change ablations (most_recent, no warmup, high rate), current scaling at both rates and "
-              "exp_smooth, each with every seed (two runs of one seed see the same batches), and the negative control "
-              "of the near-lossless bounds: the recipe with max_val 2^-14, every tensor in HiF8's coarse outer tiers "
-              "(a bound it does not break is too loose to count). Every trained model is "
-              "evaluated in BF16 (its latent weights, the paper's lm-eval comparison) and after the HiF8 checkpoint "
-              "quantization (HiF8 weight codes, HiF8 inputs with the current amax). Saturation is scale-induced: a "
-              "call saturates when its amax exceeds the predicted amax (with max_val 15 HiF8 itself clips nothing "
-              "below about 2000x the prediction; an over-range value lands in HiF8's coarser tiers, and the telemetry "
-              "records the relative quantization error of every call and the mantissa bits the over-range values "
-              "lose). A synthetic study replays amax traces through the observers. "
-              "Claims: each row's prediction (statistic, direction, threshold and its source) is fixed in "
-              "config.yaml before the data, and its verdict follows from the 95% interval by one rule. Each "
-              "statistic is computed per seed, pairing the runs of one seed, and its estimate is the seed mean with "
-              "a t-interval over the seeds; for perplexities and accuracies it is widened by the paired bootstrap "
-              "over the evaluation windows and zero-shot examples every model and seed was scored on. With one seed "
-              "(the smoke profile) the interval is the bootstrap alone (windows and examples, or a circular block "
-              "bootstrap over training steps) and says so. Properties that hold by construction (the synthetic "
-              "study's guarantees, the telemetry's accounting, the pairing of the evaluations) are implementation "
-              "checks: they stop the build when broken and count as no reproduction.",
+    # one step a line, each starting "- " (the report template renders the lines as a list)
+    "method": "\n".join([
+        "- Continual pretraining of a pretrained base model on a shift corpus, so that forgetting of the "
+        "pretraining corpus is measurable; the table above sets the paper's setup beside ours, the regime card "
+        "below the quantities that govern its effects.",
+        "- QAT fake-quantizes the layers the table names: forward y = Q(x) Q(W)^T, backward dx = Q(g) Q(W) and dW "
+        "= Q(g)^T Q(x), each tensor role of each layer with its own per-tensor scale s = 15 / (amax_pred + "
+        "1e-12), HiF8 elements and a straight-through estimator.",
+        "- The delayed amax prediction comes from the history up to the previous call (the call's amax is "
+        "appended after), one history entry per forward or backward call, as the authors' code. Observers: "
+        "most_recent (last value), exp_smooth (an exponential moving average; the authors' predictor is a "
+        "damped-trend ensemble), max_window (max over the window) or current (the call's own amax).",
+        "- The runs are those the claims compare: BF16 at both learning rates, the recipe (max_window, BF16 "
+        "warmup, low rate), its one-change ablations (most_recent, no warmup, high rate), current scaling at both "
+        "rates and exp_smooth, each with every seed (two runs of one seed see the same batches).",
+        "- The negative control of the near-lossless bounds: the recipe with max_val 2^-14, every tensor in "
+        "HiF8's coarse outer tiers (a bound it does not break is too loose to count).",
+        "- Every trained model is evaluated in BF16 (its latent weights, the paper's lm-eval comparison) and "
+        "after the HiF8 checkpoint quantization (HiF8 weight codes, HiF8 inputs with the current amax).",
+        "- Saturation is scale-induced: a call saturates when its amax exceeds the predicted amax (with max_val "
+        "15 HiF8 itself clips nothing below about 2000x the prediction; an over-range value lands in HiF8's "
+        "coarser tiers, and the telemetry records the relative quantization error of every call and the mantissa "
+        "bits the over-range values lose). A synthetic study replays amax traces through the observers.",
+        "- Claims: each row's prediction (statistic, direction, threshold and its source) is fixed in config.yaml "
+        "before the data, and its verdict follows from the 95% interval by one rule.",
+        "- Intervals: each statistic is computed per seed, pairing the runs of one seed, and its estimate is the "
+        "seed mean with a t-interval over the seeds; for perplexities and accuracies it is widened by the paired "
+        "bootstrap over the evaluation windows and zero-shot examples every model and seed was scored on. With "
+        "one seed (the smoke profile) the interval is the bootstrap alone (windows and examples, or a circular "
+        "block bootstrap over training steps) and says so.",
+        "- Properties that hold by construction (the synthetic study's guarantees, the telemetry's accounting, "
+        "the pairing of the evaluations) are implementation checks: they stop the build when broken and count as "
+        "no reproduction.",
+    ]),
 }
 
 

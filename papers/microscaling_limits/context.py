@@ -31,24 +31,29 @@ PAPER = {
     "citation": "Fasoli et al., ICLR 2026, arXiv 2601.19026. Reproduced by lowbit-lab at small scale.",
     "question": "Why does shrinking the FP4 block size below a threshold increase the quantization error with "
                 "UE4M3 scales for narrow tensors, and do UE5M3 scales fix it without a per-tensor scale?",
-    "method": "Two analytic models of the block MSE (common.theory). For a block of n iid values with abs-max M and "
-              "scale s = Q_S(M/6), ours (model='exact') is (1/n) E[1{s=0}(M^2 + (n-1) E[X^2 | |X| <= M])] (whole block "
-              "rounded to zero) + (1/n) E[1{s>0} (M - s Q_E(M/s))^2] (the max element) + ((n-1)/n) E[1{s>0} E[(X - s "
-              "Q_E(X/s))^2 | |X| <= M]] (the other elements), integrated exactly over the density n g(m) G(m)^(n-1) of "
-              "M piecewise between the scale and element rounding boundaries. The paper's (model='paper', read from "
-              "the authors' modelling_errors_from_theory_fp8_scales.py and equal to its output) takes the other "
-              "elements as Normal truncated at +-6s, s the quantized scale, instead of at the block max. The paper's "
-              "claim that its model matches experiment is tested against our Monte Carlo simulation on the authors' "
-              "own grid; ours against simulation is an implementation check. We have one small model, so we move it: "
-              "a function-preserving sweep (common.models.rescale) divides the RMSNorm gains before attention and the "
-              "MLP by c and multiplies the q, k, v, gate and up projections by c, so the network computes the same "
-              "function while the weight sigma of those linears is c times the trained one. The sweep quantizes "
-              "exactly these moved linears (unmoved ones would add the same error at every point and blur the sigma "
-              "the claims are about): weights only for the inversion claims (the moved linears' inputs widen by 1/c, "
-              "the opposite way) and weights plus activations as the paper's setting. Before any model exists the "
-              "crossover sigma* of blocks n vs 2n is pre-registered from the configuration under both models; the "
-              "inversion's onset on the sweep is compared with each in sweep steps, and the regime card places the "
-              "sweep against sigma*.",
+    # one step a line, each starting "- " (the report template renders the lines as a list)
+    "method": "\n".join([
+        "- Two analytic models of the block MSE (common.theory). For a block of n iid values with abs-max M and "
+        "scale s = Q_S(M/6), ours (model='exact') is (1/n) E[1{s=0}(M^2 + (n-1) E[X^2 | |X| <= M])] (whole block "
+        "rounded to zero) + (1/n) E[1{s>0} (M - s Q_E(M/s))^2] (the max element) + ((n-1)/n) E[1{s>0} E[(X - s "
+        "Q_E(X/s))^2 | |X| <= M]] (the other elements), integrated exactly over the density n g(m) G(m)^(n-1) of "
+        "M piecewise between the scale and element rounding boundaries.",
+        "- The paper's (model='paper', read from the authors' modelling_errors_from_theory_fp8_scales.py and "
+        "equal to its output) takes the other elements as Normal truncated at +-6s, s the quantized scale, "
+        "instead of at the block max.",
+        "- The paper's claim that its model matches experiment is tested against our Monte Carlo simulation on "
+        "the authors' own grid; ours against simulation is an implementation check.",
+        "- We have one small model, so we move it: a function-preserving sweep (common.models.rescale) divides "
+        "the RMSNorm gains before attention and the MLP by c and multiplies the q, k, v, gate and up projections "
+        "by c, so the network computes the same function while the weight sigma of those linears is c times the "
+        "trained one.",
+        "- The sweep quantizes exactly these moved linears (unmoved ones would add the same error at every point "
+        "and blur the sigma the claims are about): weights only for the inversion claims (the moved linears' "
+        "inputs widen by 1/c, the opposite way) and weights plus activations as the paper's setting.",
+        "- Before any model exists the crossover sigma* of blocks n vs 2n is pre-registered from the "
+        "configuration under both models; the inversion's onset on the sweep is compared with each in sweep "
+        "steps, and the regime card places the sweep against sigma*.",
+    ]),
 }
 
 
