@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import gzip
 import hashlib
 import io
 import json
@@ -79,15 +80,19 @@ def without(value: Any, volatile: frozenset[str]) -> Any:
 
 def comparable(path: Path, volatile: frozenset[str]) -> Any:
     """What of file ``path`` is compared: its JSON (a ``.jsonl``: a list, one entry a line) or CSV rows (a list of
-    dicts) without the volatile fields, else its bytes."""
-    if path.suffix == ".json":
-        return without(json.loads(path.read_text(encoding="utf-8")), volatile)
-    if path.suffix == ".jsonl":
-        return [without(json.loads(line), volatile) for line in path.read_text(encoding="utf-8").splitlines()]
-    if path.suffix == ".csv":
-        rows = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
+    dicts) without the volatile fields, else its bytes; a gzip-compressed one (``.csv.gz``) by what it holds, as the
+    file without ``.gz`` (compressed bytes may differ across zlib builds for the same content)."""
+    data, kind = path.read_bytes(), path.suffix
+    if kind == ".gz":
+        data, kind = gzip.decompress(data), Path(path.stem).suffix
+    if kind == ".json":
+        return without(json.loads(data.decode("utf-8")), volatile)
+    if kind == ".jsonl":
+        return [without(json.loads(line), volatile) for line in data.decode("utf-8").splitlines()]
+    if kind == ".csv":
+        rows = csv.DictReader(io.StringIO(data.decode("utf-8")))
         return [{k: v for k, v in row.items() if k not in volatile} for row in rows]
-    return path.read_bytes()
+    return data
 
 
 def digest(value: Any) -> str:

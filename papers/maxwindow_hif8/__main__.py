@@ -2,7 +2,7 @@
 package, write the output atomically). ``--config-json`` is the profile's study config (or the part a step needs).
 
 Artifact layout the steps read by path: a training cell's logs in ``<runs>/<run>/seed<k>/`` (``train_log.csv``,
-``saturation.json``, ``train_summary.json``, ``telemetry.csv``, ``qat.json``) and its evaluations in
+``saturation.json``, ``train_summary.json``, ``telemetry.csv.gz``, ``qat.json``) and its evaluations in
 ``<eval>/<precision>/<run>/seed<k>/<role>.json`` with precision ``hif8`` or ``bf16`` and role ``pretrain`` or
 ``shift``; the base model's in ``<eval>/bf16/base/<role>.json``. The context step reads the setup table's inputs
 among its ``--cited`` artifacts: the base model's two evaluations and the recipe's first-seed ``train_log.csv``.

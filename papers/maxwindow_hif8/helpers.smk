@@ -73,7 +73,7 @@ MW_FIGURE_PLANS = {
     "saturation": figure_step(
         "saturation",
         expand(
-            f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/seed{MW['seeds'][0]}/telemetry.csv",
+            f"{MW_DIR}/runs/{{observer}}-lrlow-w{MW['bf16_warmup_steps']}/seed{MW['seeds'][0]}/telemetry.csv.gz",
             observer=MW["observers"],
         ),
         f"--warmup {MW['bf16_warmup_steps']}",

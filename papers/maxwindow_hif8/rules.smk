@@ -26,7 +26,7 @@ rule mw_train:
         log=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/train_log.csv",
         summary=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/train_summary.json",
         saturation=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/saturation.json",
-        telemetry=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/telemetry.csv",
+        telemetry=f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/telemetry.csv.gz",
     log:
         f"{MW_DIR}/runs/{{mw_run}}/seed{{seed}}/stderr.log",
     conda:
@@ -165,7 +165,7 @@ rule mw_claims:
     input:
         evaluations=MW_EVALUATIONS,
         logs=mw_run_files("train_log.csv"),
-        telemetry=mw_run_files("telemetry.csv"),
+        telemetry=mw_run_files("telemetry.csv.gz"),
         saturation=mw_run_files("saturation.json"),
         observers=MW_OBSERVER_STUDY,
     output:
@@ -211,7 +211,7 @@ rule mw_context:
         evaluations=MW_EVALUATIONS,
         logs=mw_run_files("train_log.csv"),
         saturation=mw_run_files("saturation.json"),
-        telemetry=mw_run_files("telemetry.csv"),
+        telemetry=mw_run_files("telemetry.csv.gz"),
     output:
         f"{MW_DIR}/report/context.json",
     log:

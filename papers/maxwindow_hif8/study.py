@@ -21,6 +21,7 @@ from the artifacts themselves (``claims.py``), not from this summary.
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -56,12 +57,11 @@ def read_losses(path: str | os.PathLike[str]) -> dict[int, float]:
 
 
 def read_telemetry(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a run's ``telemetry.csv`` (``common.quantizers.TELEMETRY_FIELDS``), typed: ``step`` int, ``layer``
-    and
-    ``role`` str, ``overflow`` and ``cold_start`` bool (the CSV's ``True`` / ``False``), the rest float; ValueError
-    naming a flag that is neither."""
+    """The rows of a run's ``telemetry.csv.gz`` (gzip-compressed CSV of ``common.quantizers.TELEMETRY_FIELDS``),
+    typed: ``step`` int, ``layer`` and ``role`` str, ``overflow`` and ``cold_start`` bool (the CSV's ``True`` /
+    ``False``), the rest float; ValueError naming a flag that is neither."""
     rows = []
-    with open(path, newline="") as handle:
+    with gzip.open(path, "rt", newline="", encoding="utf-8") as handle:
         for line, row in enumerate(csv.DictReader(handle), start=2):
             flags = {}
             for name in ("overflow", "cold_start"):

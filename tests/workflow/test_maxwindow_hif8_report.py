@@ -5,6 +5,7 @@ step and call, and a wrong config value that stops the run before any work. The 
 ``test_reports.py``."""
 
 import csv
+import gzip
 import json
 import re
 
@@ -13,6 +14,7 @@ import yaml
 
 from common.quantizers import TELEMETRY_FIELDS
 from common.recipes import ROLES
+from papers.maxwindow_hif8.run import TELEMETRY_FILE
 
 pytestmark = pytest.mark.slow
 PAPER = "maxwindow_hif8"
@@ -68,7 +70,7 @@ def test_checkpoint_quantization_holds_hif8_codes_of_the_trained_layers(smoke_bu
 def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
     runs = smoke_build / f"results/smoke/{PAPER}/runs"
     layers = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]["layers"]
-    with open(runs / RECIPE / "telemetry.csv", newline="") as handle:
+    with gzip.open(runs / RECIPE / TELEMETRY_FILE, "rt", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     steps = sorted({int(r["step"]) for r in rows})
     assert steps == list(range(4, 12))  # HiF8 from the warmup step W = 4 to the last of 12 steps
@@ -81,7 +83,8 @@ def test_telemetry_accounts_for_every_layer_role_and_step(smoke_build):
         mine = [r for r in rows if r["role"] == role and r["cold_start"] == "False"]
         assert saturation[role]["calls"] == len(mine)
         assert saturation[role]["overflow_rate"] == sum(r["overflow"] == "True" for r in mine) / len(mine)
-    assert (runs / "bf16-lrlow/seed0" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
+    assert gzip.decompress((runs / "bf16-lrlow/seed0" / TELEMETRY_FILE).read_bytes()) == \
+        (",".join(TELEMETRY_FIELDS) + "\n").encode()
     qat = read_json(smoke_build / RUN / "lowbit_metadata.json")["qat"]
     assert (qat["history_unit"], qat["observer"]) == ("call", "max_window")
     seeds = {read_json(runs / f"{RECIPE[:-1]}{k}/train_summary.json")["config"]["seed"] for k in (0, 1)}

@@ -3,6 +3,7 @@ rules, and end to end on the smoke build: the profile's sample recomputes identi
 and a deliberately altered record is caught; and CI's sample of the published default results (in a copy of this
 checkout, once ``make publish`` has put them in it) recomputes identically."""
 
+import gzip
 import json
 import subprocess
 import sys
@@ -35,6 +36,12 @@ def test_records_are_compared_without_their_timings(tmp_path):
     f = write(tmp_path / "f.jsonl", '{"step": 1, "changed": 0.5}\n')
     assert first_difference(comparable(e, VOLATILE), comparable(f, VOLATILE)) == "the record: 2 -> 1 entries"
     assert comparable(write(tmp_path / "g.txt", "x"), VOLATILE) == b"x"
+    text = "step,loss\n0,6.28\n"  # a gzip file by what it holds: two compressions of one CSV are one record
+    fast, best = (tmp_path / "fast.csv.gz", tmp_path / "best.csv.gz")
+    fast.write_bytes(gzip.compress(text.encode(), compresslevel=1, mtime=1))
+    best.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    assert fast.read_bytes() != best.read_bytes()
+    assert comparable(fast, VOLATILE) == comparable(best, VOLATILE) == [{"step": "0", "loss": "6.28"}]
 
 
 @pytest.mark.parametrize(("published", "recomputed", "rtol", "expected"), [

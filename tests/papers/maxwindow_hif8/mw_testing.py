@@ -30,6 +30,7 @@ recipe, max_window saturating more than most_recent).
 
 import copy
 import csv
+import gzip
 import json
 import math
 from pathlib import Path
@@ -43,6 +44,7 @@ from common.quantizers import TELEMETRY_FIELDS, saturation_summary
 from papers.maxwindow_hif8.__main__ import last_row
 from papers.maxwindow_hif8.claims import Artifact, Study, telemetry_runs
 from papers.maxwindow_hif8.context import our_setup
+from papers.maxwindow_hif8.run import TELEMETRY_FILE
 from papers.maxwindow_hif8.settings import KEY, profile_config, recipe, run_names, run_settings
 from papers.maxwindow_hif8.study import observer_cell, read_losses, study_summary
 
@@ -228,15 +230,15 @@ def random_saturation(rate, seed):
 
 
 def write_telemetry(directory, rows):
-    """``telemetry.csv`` and the ``saturation.json`` made from it in ``directory``; the telemetry path."""
+    """``telemetry.csv.gz`` and the ``saturation.json`` made from it in ``directory``; the telemetry path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "telemetry.csv", "w", newline="") as handle:
+    with gzip.open(directory / TELEMETRY_FILE, "wt", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=TELEMETRY_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     (directory / "saturation.json").write_text(json.dumps(saturation_summary(rows)))
-    return str(directory / "telemetry.csv")
+    return str(directory / TELEMETRY_FILE)
 
 
 def build_study(directory, config=None, *, ape=PAPER_LIKE["ape"], forgetting=PAPER_LIKE["forgetting"],
@@ -291,7 +293,7 @@ def study_artifacts(study, telemetry=None):
     losses = {cell: Artifact(path, read_losses(path)) for cell, path in study["logs"].items()}
     folder = "results/maxwindow_hif8/runs"
     return Study(config, evaluations, losses,
-                 {cell: Artifact(f"{folder}/{seed_cell(*cell)}/telemetry.csv", rows)
+                 {cell: Artifact(f"{folder}/{seed_cell(*cell)}/{TELEMETRY_FILE}", rows)
                   for cell, rows in telemetry.items()},
                  {cell: Artifact(f"{folder}/{seed_cell(*cell)}/saturation.json", saturation_summary(rows))
                   for cell, rows in telemetry.items()},

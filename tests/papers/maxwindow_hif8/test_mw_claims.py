@@ -972,7 +972,7 @@ def test_every_check_holds_on_the_paper_like_study(paper, cell):
     assert checks[1].measured == "0 of 9 spikes after the first"
     assert checks[3].measured == ("288 rows = 6 layers x 3 roles x 2 calls x steps 4..11 (expected 4..11); cold "
                                   "starts at steps [4]; saturation.json agrees")
-    assert checks[3].evidence == ("results/maxwindow_hif8/runs/most_recent-lrlow-w4/seed0/telemetry.csv",
+    assert checks[3].evidence == ("results/maxwindow_hif8/runs/most_recent-lrlow-w4/seed0/telemetry.csv.gz",
                                   "results/maxwindow_hif8/runs/most_recent-lrlow-w4/seed0/saturation.json")
 
 
@@ -1168,7 +1168,7 @@ def test_claims_step_writes_the_document(tmp_path, cell):
     saturating = next(c for c in document["claims"] if c["id"] == "most_recent_saturates")
     # layer i saturates at the steps s with s % 6 == i, both calls: per layer and role 15 of 90 delayed calls
     assert saturating["estimate"]["value"] == pytest.approx(1 / 6)
-    assert saturating["evidence"] == [str(tmp_path / f"runs/{MOST_RECENT}/seed{s}/telemetry.csv") for s in (0, 1)]
+    assert saturating["evidence"] == [str(tmp_path / f"runs/{MOST_RECENT}/seed{s}/telemetry.csv.gz") for s in (0, 1)]
 
 
 def test_claims_step_writes_nothing_when_a_check_fails(tmp_path, cell):

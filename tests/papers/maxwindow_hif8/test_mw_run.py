@@ -3,6 +3,7 @@ exactly from the warmup step on, records one telemetry row per layer, role and c
 and its history unit, resumes after a kill to the uninterrupted weights and telemetry, never resumes a checkpoint of
 other QAT settings, and the ``train`` step passes the config's seed, history unit and accumulation."""
 
+import gzip
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from common.quantizers import TELEMETRY_FIELDS, saturation_summary
 from common.train import TrainConfig
 from papers.maxwindow_hif8.__main__ import main
 from papers.maxwindow_hif8.claims import Artifact, telemetry_check
-from papers.maxwindow_hif8.run import maxwindow_run
+from papers.maxwindow_hif8.run import TELEMETRY_FILE, maxwindow_run
 from papers.maxwindow_hif8.study import read_telemetry
 
 REAL_TRAIN = skeleton.train
@@ -59,7 +60,7 @@ def weights(path):
 @pytest.mark.parametrize("unit", ["call", "step"])
 def test_a_qat_run_quantizes_every_call_from_the_warmup_step(setup, runs, unit):
     meta, root = runs[unit]
-    rows = read_telemetry(root / "run" / "telemetry.csv")
+    rows = read_telemetry(root / "run" / TELEMETRY_FILE)
     layers = meta["qat"]["layers"]
     assert layers == [f"model.layers.{b}.mlp.{p}_proj" for b in range(len(layers) // 3) for p in ("gate", "up", "down")]
     per_call = len(layers) * 3  # one row per layer and role (input, weight, grad_output)
@@ -117,7 +118,8 @@ def test_bf16_baseline_has_empty_telemetry(setup, tmp_path):
     assert meta["qat"] == {"observer": None, "format": None, "warmup_steps": 0, "max_val": 15.0,
                            "observer_options": {}, "history_unit": None, "layers": [], "recipe": None,
                            "saturation": {}}
-    assert (tmp_path / "run" / "telemetry.csv").read_text() == ",".join(TELEMETRY_FIELDS) + "\n"
+    assert gzip.decompress((tmp_path / "run" / TELEMETRY_FILE).read_bytes()) == \
+        (",".join(TELEMETRY_FIELDS) + "\n").encode()
     assert read_json(tmp_path / "run" / "saturation.json") == {}
 
 
@@ -138,7 +140,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights_and_telemetry(setup, 
     assert resumed.keys() == uninterrupted.keys()
     for name, tensor in uninterrupted.items():
         assert torch.equal(resumed[name], tensor), name
-    assert (tmp_path / "run" / "telemetry.csv").read_text() == (root / "run" / "telemetry.csv").read_text()
+    assert (tmp_path / "run" / TELEMETRY_FILE).read_bytes() == (root / "run" / TELEMETRY_FILE).read_bytes()
     assert [r.split(",")[0] for r in (tmp_path / "run" / "train_log.csv").read_text().splitlines()] == [
         "step", "0", "1", "2", "3", "4", "5"]
 
