@@ -50,9 +50,12 @@ verify: $(STAMP)
 	$(BIN)/python -m workflow.verify --profile $(PROFILE) $(if $(CELLS),--cells $(CELLS)) $(if $(PAPER),--paper $(PAPER)) \
 	    $(if $(LIST),--list)
 
-# stage a finished, current build made at one clean commit into git (workflow/publish.py; then commit it)
+# stage a finished, current build made at one clean commit into git (workflow/publish.py; then commit it);
+# UNFINISHED=1: a build under way (stopped first), all it has made but the claims, contexts and reports, so that it
+# outlasts the machine: a clone of the commit resumes it with `make reports`
+UNFINISHED ?=
 publish: $(STAMP)
-	$(BIN)/python -m workflow.publish --profile $(PROFILE)
+	$(BIN)/python -m workflow.publish --profile $(PROFILE) $(if $(UNFINISHED),--unfinished)
 
 # the paper profile on local stand-ins (docs/scale.md#the-stand-in-run): the smoke base model first, which it links
 standin: $(STAMP)

@@ -20,7 +20,15 @@ fetched archives: each is rebuilt from published inputs on demand), and Snakemak
 (``.snakemake/metadata/``), so that in a clone ``snakemake -n`` finds them current and ``make status`` can tell when
 a change stales them. Outputs published before and no longer made are removed from the index. It then rewrites the
 README's results table (``python -m workflow.status --update README.md``) and stages it too, and prints the
-published size per paper."""
+published size per paper.
+
+``--unfinished`` publishes a build still under way, so that it outlasts the machine it runs on (the default build
+takes longer than one sitting; a clone of the commit resumes it with ``make reports``, rebuilding nothing published).
+It stages every current output the build has made so far, but each paper's claims, report context and the reports
+(:func:`final_outputs`), which the finished publication makes together at one commit; the README's table is left as
+it is (its papers stay "not built"). It refuses while a Snakemake run works in the folder (a job finishing during
+the publication would be half staged), when a result is stale, and when the checkout has uncommitted changes outside
+the build's outputs: the results it stages then follow from the commit's code, as their code digests say."""
 
 from __future__ import annotations
 
@@ -34,13 +42,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from common.report.provenance import BUILD_OUTPUTS, git_state
 from common.report.summary import paper_keys, replace_table, results_table
 from workflow.status import SHARED, classify, paper_of, status_text, summary_rows
+from workflow.unlock_stale import snakemake_processes
 from workflow.verify import metadata_file, workflow_config
 
 MIB = 1024 * 1024
 PUBLISHED_ROOTS = ("results", "reports", "data", ".snakemake/metadata")  # where published files live
 KEEP = ("reports/README.md",)  # tracked files under those roots that are not build outputs
+REPORT_RULES = ("render_report", "report_pdf", "report_index")
 
 
 def output_files(rows: Sequence[Mapping[str, str]], folder: Path) -> dict[str, str]:
@@ -81,6 +92,31 @@ def report_problems(status: Mapping[str, Mapping[str, Any]], contexts: Mapping[s
     if len(set(commits.values())) > 1:
         problems.append("built at several commits: " + ", ".join(f"{p} {c[:7]}" for p, c in sorted(commits.items())))
     return problems
+
+
+def unfinished_problems(folder: Path) -> list[str]:
+    """Why a build under way in ``folder`` cannot be published unfinished (module docstring): a Snakemake run in
+    progress, or a checkout that is no git checkout or has uncommitted changes outside the build's outputs."""
+    problems = []
+    running = snakemake_processes(folder)
+    if running:
+        problems.append(f"a Snakemake run is in progress in {folder.resolve()} (process "
+                        f"{', '.join(map(str, running))}): stop it first")
+    state = git_state(folder)
+    if state["commit"] is None:
+        problems.append(f"{folder.resolve()} is not a git checkout")
+    elif state["dirty"]:
+        problems.append(f"uncommitted changes at {state['commit'][:7]} outside {', '.join(BUILD_OUTPUTS)}")
+    return problems
+
+
+def final_outputs(rows: Sequence[Mapping[str, str]], papers: Sequence[str]) -> set[str]:
+    """The outputs among summary ``rows`` that a finished publication makes at one commit: each paper's claims and
+    report context (``<results>/<paper>/claims.json``, ``<results>/<paper>/report/``) and the reports."""
+    folders = [paper_results(rows, paper) for paper in papers]
+    return {row["output_file"] for row in rows if row["rule"] in REPORT_RULES
+            or any(row["output_file"] in (f"{f}/claims.json", f"{f}/report") or
+                   row["output_file"].startswith(f"{f}/report/") for f in folders)}
 
 
 def cited_unpublished(sums_files: Iterable[Path], published: set[str]) -> list[str]:
@@ -137,16 +173,25 @@ def sizes(files: Iterable[str], folder: Path, profile: str, papers: Sequence[str
     return totals
 
 
-def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bool = False) -> dict[str, Any]:
-    """Check the build of ``profile`` in checkout ``folder`` and stage it (module docstring); ValueError listing
-    every reason it cannot be published. Returns ``{"files", "bytes", "commit"}``."""
+def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bool = False,
+            unfinished: bool = False) -> dict[str, Any]:
+    """Check the build of ``profile`` in checkout ``folder`` and stage it (module docstring; ``unfinished``: a build
+    under way, without its claims, contexts and reports); ValueError listing every reason it cannot be published.
+    Returns ``{"files", "bytes", "commit"}``."""
     config = workflow_config(folder, profile)["publish"]
     papers = paper_keys(folder)
     rows = summary_rows(profile, folder)
     status = classify(rows, profile, papers)
-    reports = [row["output_file"] for row in rows if row["rule"] in ("render_report", "report_index")]
-    contexts = {paper: read_context(folder / paper_results(rows, paper) / "report/context.json") for paper in papers}
-    problems = report_problems(status, contexts, [p for p in reports if not (folder / p).is_file()])
+    if unfinished:
+        problems = unfinished_problems(folder) + report_problems(status, {}, [])
+        final = final_outputs(rows, papers)
+        rows = [row for row in rows if row["output_file"] not in final]
+        reports = []
+    else:
+        reports = [row["output_file"] for row in rows if row["rule"] in ("render_report", "report_index")]
+        contexts = {paper: read_context(folder / paper_results(rows, paper) / "report/context.json")
+                    for paper in papers}
+        problems = report_problems(status, contexts, [p for p in reports if not (folder / p).is_file()])
     files = {name: output for name, output in output_files(rows, folder).items()
              if not excluded(name, config["exclude"]) and not excluded(output, config["exclude"])}
     records = sorted({str(metadata_file(output)) for output in files.values()})
@@ -164,7 +209,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
                      for name in replaced_large(folder, files, config["large_mb"])]
     if problems:
         raise ValueError("cannot publish:\n  " + "\n  ".join(problems))
-    commit = next(iter(contexts.values()))["provenance"]["git"]["commit"]
+    commit = git_state(folder)["commit"] if unfinished else next(iter(contexts.values()))["provenance"]["git"]["commit"]
     if not dry_run:
         tracked = set(filter(None, git(folder, "ls-files", "-z", "--", *PUBLISHED_ROOTS).split("\0")))
         gone = sorted(tracked - set(published) - set(KEEP))
@@ -172,6 +217,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
             git(folder, "rm", "--cached", "-q", "--", *gone)
         for start in range(0, len(published), 500):
             git(folder, "add", "-f", "--", *published[start:start + 500])
+    if not dry_run and not unfinished:
         readme = folder / "README.md"
         table = results_table(folder, profile, {paper: status_text(status[paper]) for paper in papers})
         readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table, "README.md"), encoding="utf-8")
@@ -197,10 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replace-large", action="store_true",
                         help="commit large files again that the last commit holds with other bytes")
     parser.add_argument("--dry-run", action="store_true", help="check and print, stage nothing")
+    parser.add_argument("--unfinished", action="store_true",
+                        help="a build under way: stage what it has made so far but the claims, contexts and reports")
     parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
     args = parser.parse_args(argv)
     try:
-        done = publish(args.folder, args.profile, args.replace_large, args.dry_run)
+        done = publish(args.folder, args.profile, args.replace_large, args.dry_run, args.unfinished)
     except (ValueError, RuntimeError) as err:  # the reasons it refuses; Snakemake's or git's own message
         print(err, file=sys.stderr)
         return 1
@@ -208,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {name:<20} {size / MIB:8.1f} MiB")
     print(f"{done['files']} files, {sum(done['bytes'].values()) / MIB:.1f} MiB, built at {done['commit'][:7]}"
           + (" (dry run: nothing staged)" if args.dry_run else
+             f"; staged: git commit -m 'Publish the {args.profile} build under way at {done['commit'][:7]}'"
+             if args.unfinished else
              f"; staged: git commit -m 'Publish the {args.profile} results built at {done['commit'][:7]}'"))
     return 0
 

@@ -9,7 +9,15 @@ import pytest
 
 import workflow.publish as publish_module
 from common.report.summary import BEGIN, END
-from workflow.publish import cited_unpublished, excluded, output_files, publish, replaced_large, report_problems
+from workflow.publish import (
+    cited_unpublished,
+    excluded,
+    final_outputs,
+    output_files,
+    publish,
+    replaced_large,
+    report_problems,
+)
 from workflow.status import paper_of
 from workflow.verify import metadata_file
 
@@ -134,6 +142,57 @@ def test_what_refuses(build, change, message):
     with pytest.raises(ValueError, match=message.replace(".", r"\.")):
         publish(build, "default", dry_run=True)
     assert git(build, "diff", "--cached", "--name-only") == ""
+
+
+def test_a_build_under_way_is_staged_without_its_claims_context_and_reports(build):
+    unfinished(build)
+    readme = (build / "README.md").read_text()
+    done = publish(build, "default", unfinished=True)
+    staged = set(git(build, "diff", "--cached", "--name-only").split())
+    made = ("results/alpha/cells/c1.json", "results/alpha/cells/c2.json", "results/models/base/m")
+    assert staged == {"results/alpha/cells/c1.json", "results/alpha/cells/c2.json",
+                      "results/models/base/m/config.json", "results/models/base/m/model.safetensors",
+                      *(str(metadata_file(p)) for p in made)}  # not the claims (made), nor the checkpoint
+    assert (build / "README.md").read_text() == readme
+    assert done["commit"] == git(build, "rev-parse", "HEAD").strip()
+    git(build, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "under way")
+    for name, text in {"results/alpha/report/context.json": json.dumps(
+            {"paper": {"title": "Alpha"}, COMMIT_FIELD: {"git": {"commit": done["commit"], "dirty": False}}}),
+            "reports/alpha.html": "<html>", "reports/alpha.SHA256SUMS": ""}.items():
+        (build / name).write_text(text)
+    publish(build, "default")  # the finished publication adds the rest and keeps what is committed
+    assert set(git(build, "diff", "--cached", "--name-only").split()) == {
+        "README.md", "results/alpha/claims.json", "results/alpha/report/context.json", "reports/alpha.html",
+        "reports/alpha.SHA256SUMS", "reports/index.html",
+        *(str(metadata_file(p)) for p in ("results/alpha/claims.json", "results/alpha/report/context.json",
+                                           "reports/alpha.html", "reports/alpha.SHA256SUMS", "reports/index.html"))}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda root, monkeypatch: (root / "README.md").write_text("edited"), "uncommitted changes at"),
+    (lambda root, monkeypatch: monkeypatch.setattr(publish_module, "snakemake_processes", lambda folder: [4242]),
+     "a Snakemake run is in progress in .* \\(process 4242\\): stop it first"),
+])
+def test_what_refuses_a_build_under_way(build, monkeypatch, change, message):
+    change(build, monkeypatch)
+    with pytest.raises(ValueError, match=message):
+        publish(build, "default", dry_run=True, unfinished=True)
+    rows = publish_module.summary_rows("default", build)
+    stale = [{**r, "status": "params changed", "plan": "update pending"} if r["output_file"].endswith("c1.json")
+             else r for r in rows]
+    monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: stale)
+    with pytest.raises(ValueError, match=r"stale: results/alpha/cells/c1\.json \(params changed\)"):
+        publish(build, "default", dry_run=True, unfinished=True)
+    assert git(build, "diff", "--cached", "--name-only") == ""
+
+
+def test_final_outputs():
+    rows = [row("results/p/claims.json", "p_claims"), row("results/p/report/context.json", "p_context"),
+            row("results/p/figures/f.png", "p_figures"), row("results/p/cells/c.json", "p_cells"),
+            row("reports/p.html", "render_report"), row("reports/p.pdf", "report_pdf"),
+            row("reports/index.html", "report_index")]
+    assert final_outputs(rows, ["p"]) == {"results/p/claims.json", "results/p/report/context.json",
+                                          "reports/p.html", "reports/p.pdf", "reports/index.html"}
 
 
 def test_report_problems():
