@@ -25,10 +25,11 @@ published size per paper.
 ``--unfinished`` publishes a build still under way, so that it outlasts the machine it runs on (the default build
 takes longer than one sitting; a clone of the commit resumes it with ``make reports``, rebuilding nothing published).
 It stages every current output the build has made so far, but each paper's claims, report context and the reports
-(:func:`final_outputs`), which the finished publication makes together at one commit; the README's table is left as
-it is (its papers stay "not built"). It refuses while a Snakemake run works in the folder (a job finishing during
-the publication would be half staged), when a result is stale, and when the checkout has uncommitted changes outside
-the build's outputs: the results it stages then follow from the commit's code, as their code digests say."""
+(:func:`final_outputs`), which the finished publication makes together at one commit; the README's table says of
+each paper "not built" and, where results are published, "build under way". It refuses while a Snakemake run works
+in the folder (a job finishing during the publication would be half staged), when a result is stale, and when the
+checkout has uncommitted changes outside the build's outputs: the results it stages then follow from the commit's
+code, as their code digests say."""
 
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     Returns ``{"files", "bytes", "commit"}``."""
     config = workflow_config(folder, profile)["publish"]
     papers = paper_keys(folder)
-    rows = summary_rows(profile, folder)
+    rows = all_rows = summary_rows(profile, folder)
     status = classify(rows, profile, papers)
     if unfinished:
         problems = unfinished_problems(folder) + report_problems(status, {}, [])
@@ -217,9 +218,11 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
             git(folder, "rm", "--cached", "-q", "--", *gone)
         for start in range(0, len(published), 500):
             git(folder, "add", "-f", "--", *published[start:start + 500])
-    if not dry_run and not unfinished:
         readme = folder / "README.md"
-        table = results_table(folder, profile, {paper: status_text(status[paper]) for paper in papers})
+        published_status = classify([row if row["output_file"] in set(files.values()) else {**row, "date": "-"}
+                                     for row in all_rows], profile, papers)  # as a clone of the commit sees it
+        table = results_table(folder, profile, {paper: status_text(published_status[paper]) for paper in papers},
+                              claims=not unfinished)
         readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table, "README.md"), encoding="utf-8")
         git(folder, "add", "--", "README.md")
     return {"files": len(published), "bytes": per_paper, "commit": commit}

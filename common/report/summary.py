@@ -9,7 +9,9 @@ check rows judged on data and the checks run in code), and the commit the run wa
 (from ``<results>/<paper>/report/context.json``'s provenance when the report's context is built; otherwise the
 claims file's modification date, which a clone does not keep). The paper's title comes from that context too (the
 paper's key otherwise). With ``status`` (:func:`results_table`; ``python -m workflow.status --update README.md``
-gives it from Snakemake's change detection) a last column says whether the paper's results are current. The papers
+gives it from Snakemake's change detection) a last column says whether the paper's results are current; for a paper
+whose claims are not built it reads :data:`UNDER_WAY` and the status of the results that are (a default build
+published unfinished, ``make publish UNFINISHED=1``), or ``-`` when none is. The papers
 are those with a pipeline, ``papers/*/rules.smk`` (as the Snakefile's ``PAPERS``); a paper whose claims are not built
 in the profile gets a row that says so. ``<results>`` and the report links follow :func:`common.config.profile_dirs`.
 
@@ -42,6 +44,7 @@ COLUMNS = ("paper", "reproduced", "contradicted", "inconclusive", "not testable"
            "our findings", "checks passed", "claims made at")
 STATUS = "results now"  # the status column: current, or how many results are stale (workflow.status)
 NOT_BUILT = "not built"
+UNDER_WAY = "build under way"  # the status of a paper without claims whose results are partly published
 
 
 def paper_keys(root: str | os.PathLike[str] = ".") -> list[str]:
@@ -96,10 +99,11 @@ def markdown_row(cells: Sequence[Any]) -> str:
 
 
 def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS_PROFILE,
-                  status: Mapping[str, str] | None = None) -> str:
+                  status: Mapping[str, str] | None = None, claims: bool = True) -> str:
     """The Markdown table of every paper's verdict counts in ``profile`` (module docstring), links relative to
-    ``root``; with ``status`` (paper -> text) a last column, :data:`STATUS`. ValueError when ``root`` has no paper
-    pipeline."""
+    ``root``; with ``status`` (paper -> text) a last column, :data:`STATUS`; ``claims=False`` reads no claims (every
+    paper not built: a build published unfinished, whose claims are not published). ValueError when ``root`` has no
+    paper pipeline."""
     papers = paper_keys(root)
     if not papers:
         raise ValueError(f"no paper pipeline (papers/*/rules.smk) under {str(root)!r}")
@@ -111,8 +115,9 @@ def results_table(root: str | os.PathLike[str] = ".", profile: str = SHORT_PATHS
         context_path = Path(root, results, paper, "report", "context.json")
         link = f"{reports}/{paper}.html"
         state = [] if status is None else [status.get(paper, "-")]
-        if not claims_path.is_file():
-            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 7, NOT_BUILT, *state]))
+        if not (claims and claims_path.is_file()):
+            under_way = [f"{UNDER_WAY}, {text}" if text != "-" else text for text in state]
+            lines.append(markdown_row([f"{paper} (`{link}`)", *["-"] * 7, NOT_BUILT, *under_way]))
             continue
         row = claims_row(read_json(claims_path), str(claims_path))
         context = read_json(context_path) if context_path.is_file() else None

@@ -97,6 +97,11 @@ def test_the_status_column(repo):
     assert table[2].endswith("(2026-12-03) | current |")
     assert table[3].endswith("| 2026-12-03 | stale: 3 of 40 |")
     assert table[4].endswith("| not built | - |")
+    under_way = results_table(repo, status={"alpha": "current", "gamma": "current"}, claims=False).splitlines()
+    assert under_way[2:] == [
+        "| alpha (`reports/alpha.html`) | - | - | - | - | - | - | - | not built | build under way, current |",
+        "| beta (`reports/beta.html`) | - | - | - | - | - | - | - | not built | - |",
+        "| gamma (`reports/gamma.html`) | - | - | - | - | - | - | - | not built | build under way, current |"]
 
 
 def test_the_date_of_the_commit_the_claims_were_made_at(repo):
