@@ -219,7 +219,8 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
         for start in range(0, len(published), 500):
             git(folder, "add", "-f", "--", *published[start:start + 500])
         readme = folder / "README.md"
-        published_status = classify([row if row["output_file"] in set(files.values()) else {**row, "date": "-"}
+        outputs = set(files.values())
+        published_status = classify([row if row["output_file"] in outputs else {**row, "date": "-"}
                                      for row in all_rows], profile, papers)  # as a clone of the commit sees it
         table = results_table(folder, profile, {paper: status_text(published_status[paper]) for paper in papers},
                               claims=not unfinished)
@@ -257,11 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for name, size in done["bytes"].items():
         print(f"  {name:<20} {size / MIB:8.1f} MiB")
+    what = "build under way" if args.unfinished else "results built"
     print(f"{done['files']} files, {sum(done['bytes'].values()) / MIB:.1f} MiB, built at {done['commit'][:7]}"
           + (" (dry run: nothing staged)" if args.dry_run else
-             f"; staged: git commit -m 'Publish the {args.profile} build under way at {done['commit'][:7]}'"
-             if args.unfinished else
-             f"; staged: git commit -m 'Publish the {args.profile} results built at {done['commit'][:7]}'"))
+             f"; staged: git commit -m 'Publish the {args.profile} {what} at {done['commit'][:7]}'"))
     return 0
 
 
