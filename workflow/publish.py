@@ -24,12 +24,12 @@ published size per paper.
 
 ``--unfinished`` publishes a build still under way, so that it outlasts the machine it runs on (the default build
 takes longer than one sitting; a clone of the commit resumes it with ``make reports``, rebuilding nothing published).
-It stages every current output the build has made so far, but each paper's claims, report context and the reports
-(:func:`final_outputs`), which the finished publication makes together at one commit; the README's table says of
-each paper "not built" and, where results are published, "build under way". It refuses while a Snakemake run works
-in the folder (a job finishing during the publication would be half staged), when a result is stale, and when the
-checkout has uncommitted changes outside the build's outputs: the results it stages then follow from the commit's
-code, as their code digests say."""
+It stages every current output the build has made so far, but the outputs of jobs that did not finish
+(:func:`cut_off`) and each paper's claims, report context and the reports (:func:`final_outputs`), which the
+finished publication makes together at one commit; the README's table says of each paper "not built" and, where
+results are published, "build under way". It refuses while a Snakemake run works in the folder (a job finishing
+during the publication would be half staged), when a result is stale, and when the checkout has uncommitted changes
+outside the build's outputs: the results it stages then follow from the commit's code, as their code digests say."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ MIB = 1024 * 1024
 PUBLISHED_ROOTS = ("results", "reports", "data", ".snakemake/metadata")  # where published files live
 KEEP = ("reports/README.md",)  # tracked files under those roots that are not build outputs
 REPORT_RULES = ("render_report", "report_pdf", "report_index")
+INCOMPLETE = Path(".snakemake") / "incomplete"  # Snakemake's marks of the outputs of jobs that have not finished
 
 
 def output_files(rows: Sequence[Mapping[str, str]], folder: Path) -> dict[str, str]:
@@ -120,6 +121,14 @@ def final_outputs(rows: Sequence[Mapping[str, str]], papers: Sequence[str]) -> s
                    row["output_file"].startswith(f"{f}/report/") for f in folders)}
 
 
+def cut_off(rows: Sequence[Mapping[str, str]], folder: Path) -> set[str]:
+    """The outputs among summary ``rows`` of jobs that did not finish: Snakemake marks them in
+    ``.snakemake/incomplete/`` (named as their records) while the job runs, and a run stopped hard leaves the mark
+    beside what the job had written so far; the next build reruns the job."""
+    return {row["output_file"] for row in rows
+            if (folder / INCOMPLETE / metadata_file(row["output_file"]).name).exists()}
+
+
 def cited_unpublished(sums_files: Iterable[Path], published: set[str]) -> list[str]:
     """Every file a report's SHA256SUMS lists that is not published (``sha256sum -c`` would fail in a clone)."""
     missing = []
@@ -182,6 +191,8 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     config = workflow_config(folder, profile)["publish"]
     papers = paper_keys(folder)
     rows = all_rows = summary_rows(profile, folder)
+    left_out = cut_off(rows, folder) if unfinished else set()  # a finished build has none: they would be stale
+    rows = [row for row in rows if row["output_file"] not in left_out]
     status = classify(rows, profile, papers)
     if unfinished:
         problems = unfinished_problems(folder) + report_problems(status, {}, [])
@@ -226,7 +237,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
                               claims=not unfinished)
         readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table, "README.md"), encoding="utf-8")
         git(folder, "add", "--", "README.md")
-    return {"files": len(published), "bytes": per_paper, "commit": commit}
+    return {"files": len(published), "bytes": per_paper, "commit": commit, "cut_off": sorted(left_out)}
 
 
 def read_context(path: Path) -> dict[str, Any] | None:
@@ -258,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for name, size in done["bytes"].items():
         print(f"  {name:<20} {size / MIB:8.1f} MiB")
+    if done["cut_off"]:
+        print(f"left out {len(done['cut_off'])} outputs of jobs that did not finish (the next build reruns them): "
+              + ", ".join(done["cut_off"]))
     what = "build under way" if args.unfinished else "results built"
     print(f"{done['files']} files, {sum(done['bytes'].values()) / MIB:.1f} MiB, built at {done['commit'][:7]}"
           + (" (dry run: nothing staged)" if args.dry_run else

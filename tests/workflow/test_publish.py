@@ -11,6 +11,7 @@ import workflow.publish as publish_module
 from common.report.summary import BEGIN, END
 from workflow.publish import (
     cited_unpublished,
+    cut_off,
     excluded,
     final_outputs,
     output_files,
@@ -184,6 +185,27 @@ def test_what_refuses_a_build_under_way(build, monkeypatch, change, message):
     with pytest.raises(ValueError, match=r"stale: results/alpha/cells/c1\.json \(params changed\)"):
         publish(build, "default", dry_run=True, unfinished=True)
     assert git(build, "diff", "--cached", "--name-only") == ""
+
+
+def test_the_outputs_of_a_job_cut_off_are_left_out_of_a_build_under_way(build, monkeypatch):
+    """A run stopped hard leaves a job's partial outputs marked incomplete (Snakemake: ``update pending``)."""
+    rows = publish_module.summary_rows("default", build)
+    partial = "results/alpha/cells/c2.json"
+    marked = [{**r, "plan": "update pending"} if r["output_file"] == partial else r for r in rows]
+    monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: marked)
+    unfinished(build)
+    with pytest.raises(ValueError, match=r"stale: results/alpha/cells/c2\.json"):
+        publish(build, "default", dry_run=True, unfinished=True)  # without the mark: a stale result
+    mark = build / ".snakemake/incomplete" / metadata_file(partial).name
+    mark.parent.mkdir(parents=True)
+    mark.write_text("")
+    assert cut_off(marked, build) == {partial}
+    done = publish(build, "default", unfinished=True)
+    assert done["cut_off"] == [partial]
+    staged = set(git(build, "diff", "--cached", "--name-only").split())
+    assert "results/alpha/cells/c1.json" in staged
+    assert partial not in staged
+    assert str(metadata_file(partial)) not in staged
 
 
 def test_final_outputs():
