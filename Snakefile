@@ -6,7 +6,13 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
+from workflow.published_mtimes import restore
+
 min_version("9.0")
+
+# a clone's published results get their build's modification times (git writes every file at checkout time, and a
+# base model folder checked out after the results built from it would stale them all)
+restore()
 
 
 configfile: "workflow/config/default.yaml"
