@@ -27,6 +27,11 @@ from pathlib import Path
 METADATA = Path(".snakemake") / "metadata"
 
 
+def metadata_file(path: str) -> Path:
+    """Snakemake's record of output ``path``: ``.snakemake/metadata/<urlsafe base64 of the path>``."""
+    return METADATA / base64.urlsafe_b64encode(path.encode()).decode()
+
+
 def unmodified_tracked(folder: Path) -> set[str] | None:
     """The files git tracks in ``folder`` whose content is the commit's (None outside a git checkout)."""
     def listed(*args: str) -> set[str] | None:

@@ -27,7 +27,6 @@ then accepts numbers within relative tolerance R and says so in the row (``withi
 from __future__ import annotations
 
 import argparse
-import base64
 import csv
 import gzip
 import hashlib
@@ -46,10 +45,10 @@ import yaml
 
 from common.config import merged, profile_overrides
 from common.report.summary import paper_keys
+from workflow.published_mtimes import metadata_file
 from workflow.status import UPDATE, snakemake, summary_rows
 
 WORKFLOW_CONFIG = "workflow/config/default.yaml"
-METADATA = Path(".snakemake/metadata")
 
 
 def workflow_config(folder: Path, profile: str) -> dict[str, Any]:
@@ -62,11 +61,6 @@ def workflow_config(folder: Path, profile: str) -> dict[str, Any]:
 def verify_config(folder: Path, profile: str) -> dict[str, Any]:
     """Config ``verify`` of ``profile``."""
     return workflow_config(folder, profile)["verify"]
-
-
-def metadata_file(path: str) -> Path:
-    """Snakemake's record of output ``path``: ``.snakemake/metadata/<urlsafe base64 of the path>``."""
-    return METADATA / base64.urlsafe_b64encode(path.encode()).decode()
 
 
 def without(value: Any, volatile: frozenset[str]) -> Any:

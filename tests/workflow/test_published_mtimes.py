@@ -1,17 +1,16 @@
 """workflow/published_mtimes.py: a clone's published outputs get their records' end times; a changed file keeps its
 own."""
 
-import base64
 import json
 import os
 import subprocess
 from pathlib import Path
 
-from workflow.published_mtimes import restore
+from workflow.published_mtimes import metadata_file, restore
 
 
 def record(root: Path, output: str, end: float) -> None:
-    path = root / ".snakemake/metadata" / base64.urlsafe_b64encode(output.encode()).decode()
+    path = root / metadata_file(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rule": "r", "starttime": end - 5, "endtime": end}))
 
@@ -28,8 +27,7 @@ def test_a_clone_gets_the_build_times_back(tmp_path):
     record(root, "results/p/local.json", 4000.0)  # a record git does not track: left alone
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-f", "results", ".snakemake/metadata"], cwd=root, check=True)
-    subprocess.run(["git", "rm", "-q", "--cached", ".snakemake/metadata/" + base64.urlsafe_b64encode(
-        b"results/p/local.json").decode()], cwd=root, check=True)
+    subprocess.run(["git", "rm", "-q", "--cached", str(metadata_file("results/p/local.json"))], cwd=root, check=True)
     (root / "results/p/changed.json").write_text("edited after the clone")
     before = (root / "results/p/changed.json").stat().st_mtime
     assert restore(root) == 2
