@@ -68,4 +68,7 @@ def restore(folder: str | os.PathLike[str] = ".") -> int:
 
 
 if __name__ == "__main__":
-    print(f"{restore(sys.argv[1] if len(sys.argv) > 1 else '.')} published outputs given their build's time")
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    if not target.is_dir():
+        sys.exit(f"no such folder: {target}")
+    print(f"{restore(target)} published outputs given their build's time")
