@@ -71,9 +71,18 @@ def test_a_stage_runs_once_for_every_ask(factory, monkeypatch):
     assert fake.runs == [SMOKE_BASE, ("smoke", "smoke", ("all", "shared_stages"))]
 
 
+def published_worktree(copy: Path) -> None:
+    """A work tree that tracks published corpora (the default build's ``data/``), as a clone of main does."""
+    (copy / "Snakefile").write_text("rules")
+    for target in corpus_targets("standin"):
+        (copy / target).parent.mkdir(parents=True, exist_ok=True)
+        (copy / target).write_text("published")
+
+
 def test_the_standin_copy_starts_from_the_smoke_base_model_and_corpora(factory, monkeypatch):
+    """Its ``data/`` is the smoke copy's, which replaces the one of the work tree (published corpora) whole."""
     fake = FakeSnakemake()
-    factory.snakemake = fake
+    factory.snakemake, factory.copy_worktree = fake, published_worktree
     base = build_smoke_base(factory)
     past = 1_500_000_000_000_000_000  # ns: files built long before the copy is made
     shared = [base / SMOKE_MODEL / "model.safetensors", base / SMOKE_MODEL,
@@ -86,6 +95,7 @@ def test_the_standin_copy_starts_from_the_smoke_base_model_and_corpora(factory, 
         copied = standin / path.relative_to(base)
         assert copied.stat().st_mtime_ns == path.stat().st_mtime_ns == past, copied
     assert (standin / SMOKE_MODEL / "model.safetensors").read_text() == SMOKE_MODEL
+    assert [(standin / target).read_text() for target in corpus_targets("standin")] == corpus_targets("standin")
 
 
 def test_the_standin_build_runs_in_the_background_beside_the_smoke_build(factory, monkeypatch):

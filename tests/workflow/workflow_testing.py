@@ -46,11 +46,13 @@ def seeded_copy(source: Path, shared: Sequence[str],
                 copy: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
     """What makes a copy of the work tree (``copy``, by default :func:`copy_worktree`) that starts with the built
     files and folders ``shared`` of the copy ``source``: copied with their modification times, so that Snakemake
-    takes them as built (its only trigger without a job record is an input newer than its outputs)."""
+    takes them as built (its only trigger without a job record is an input newer than its outputs). A folder the
+    work tree already has (``data/``: the published default build's corpora) is replaced, not merged."""
     def make(destination: Path) -> None:
         (copy or copy_worktree)(destination)
         for name in shared:
             if (source / name).is_dir():
+                shutil.rmtree(destination / name, ignore_errors=True)
                 shutil.copytree(source / name, destination / name, symlinks=True)
             else:
                 (destination / name).parent.mkdir(parents=True, exist_ok=True)
