@@ -1,6 +1,6 @@
 """The LaTeX report compiles and fits its page: a realistic context (long statements, math, every verdict, a
 not-testable row, checks, a figure, a wide numeric table, a table with a long text column and one with long
-headers and names) built with ``latexmk``.
+headers and names, long identifiers in the claims and setup tables) built with ``latexmk``.
 
 Skipped when latexmk is absent (``.ci/run`` installs it where apt-get is available). It fails on a LaTeX error
 and on any ``Overfull \\hbox``/``\\vbox`` anywhere in the document's log: the claims table is the part that
@@ -69,11 +69,25 @@ def realistic_context(root, claims_doc):
                {"cell": "e2m1-ue4m3-b4-hierarchical_four_over_six.json",
                 "command": "snakemake --profile workflow/profiles/default "
                            "results/finer_is_better/mse/e2m1-ue4m3-b4-hierarchical_four_over_six.json"}],
-        artifacts=[])
+        artifacts=[],
+        setup=[{"aspect": "Layers quantized", "paper": "every linear layer, weights and activations",
+                "ours": "the linears matching (self_attn\\.(q|k|v|o)_proj|mlp\\.(gate|up|down)_proj)\\$, weights "
+                        "and activations"}])
+
+
+def with_long_words(claims_doc):
+    """``claims_doc`` whose first row names a long file and whose second row's detail is a ratio of two long math
+    terms: words a narrow column of the claims table can set only where it may break them."""
+    first, second, *rest = claims_doc["claims"]
+    return {**claims_doc, "claims": [
+        {**first, "paper": f"{first['paper']} (the authors' modelling_errors_from_theory_fp8_scales.py)"},
+        {**second, "detail": "largest $\\mathrm{ppl}_{hier\\,4/6}(4)/\\mathrm{ppl}_{v}(4) - 1$ over the rules; "
+                             "sum_k (MSE_sim(sigma_k) - MSE_paper(sigma_k))^2 / MSE_paper(sigma_k)"}, *rest]}
 
 
 def test_the_report_compiles_without_overfull_boxes(tmp_path, claims_doc):
-    context = realistic_context(tmp_path, claims_doc)
+    """Long identifiers (a regex of layer names, a file name, a ratio in math) wrap in their narrow columns."""
+    context = realistic_context(tmp_path, with_long_words(claims_doc))
     render_latex(context, tmp_path / "demo.tex")
     pdf = build_pdf(tmp_path / "demo.tex", log=tmp_path / "demo.log")
     assert pdf == tmp_path / "demo.pdf"
