@@ -18,9 +18,10 @@ What it publishes: every output of the profile's build that exists (the files of
 config's ``publish.exclude`` patterns (the trained and quantized checkpoints, the rescaled sweep models, the
 fetched archives: each is rebuilt from published inputs on demand), and Snakemake's record of each
 (``.snakemake/metadata/``), so that in a clone ``snakemake -n`` finds them current and ``make status`` can tell when
-a change stales them. Outputs published before and no longer made are removed from the index. It then rewrites the
-README's results table (``python -m workflow.status --update README.md``) and stages it too, and prints the
-published size per paper.
+a change stales them; and the platform of this machine, the build's, in ``<results>/platform.json``
+(:mod:`workflow.build_platform`), so that ``make verify`` knows where bit-identity is expected. Outputs published
+before and no longer made are removed from the index. It then rewrites the README's results table (``python -m
+workflow.status --update README.md``) and stages it too, and prints the published size per paper.
 
 ``--unfinished`` publishes a build still under way, so that it outlasts the machine it runs on (the default build
 takes longer than one sitting; a clone of the commit resumes it with ``make reports``, rebuilding nothing published).
@@ -45,6 +46,7 @@ from typing import Any
 
 from common.report.provenance import BUILD_OUTPUTS, git_state
 from common.report.summary import paper_keys, replace_table, results_table
+from workflow.build_platform import record_platform, this_platform
 from workflow.status import SHARED, classify, paper_of, status_text, summary_rows
 from workflow.unlock_stale import snakemake_processes
 from workflow.verify import metadata_file, workflow_config
@@ -223,6 +225,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
         raise ValueError("cannot publish:\n  " + "\n  ".join(problems))
     commit = git_state(folder)["commit"] if unfinished else next(iter(contexts.values()))["provenance"]["git"]["commit"]
     if not dry_run:
+        published.append(record_platform(folder, profile, this_platform()))
         tracked = set(filter(None, git(folder, "ls-files", "-z", "--", *PUBLISHED_ROOTS).split("\0")))
         gone = sorted(tracked - set(published) - set(KEEP))
         if gone:

@@ -21,8 +21,11 @@ digests (SHA-256 of the record without its volatile fields), identical or the fi
 ``verify.volatile`` left out at any depth (the timings a rerun changes by design), a CSV without those columns,
 any other file byte for byte. The expectation is bit-identical on the platform the records were built on (a CPU and
 the pinned ``torch==2.13.0``): the steps are seeded and single-threaded where order matters. On another platform
-(another CPU's vector units, a GPU, another BLAS) floating-point reductions may sum in another order; ``--rtol R``
-then accepts numbers within relative tolerance R and says so in the row (``within R``), never as identical."""
+(another CPU's vector units, a GPU, another BLAS) floating-point reductions may sum in another order. So where the
+published build's recorded platform (:mod:`workflow.build_platform`, written by ``make publish``) is not this
+machine's, numbers are compared within config ``verify.other_platform_rtol``, with a note naming both platforms;
+``--rtol R`` sets the tolerance whatever the platform. A row within the tolerance says so (``within rtol R``),
+never identical."""
 
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ import yaml
 
 from common.config import merged, profile_overrides
 from common.report.summary import paper_keys
+from workflow.build_platform import recorded_platforms, this_platform, tolerance
 from workflow.published_mtimes import metadata_file
 from workflow.status import UPDATE, snakemake, summary_rows
 
@@ -231,12 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", default="default", help="a profile of workflow/profiles (default: default)")
     parser.add_argument("--cells", nargs="+", help="result files to recompute (paths from the repository root)")
     parser.add_argument("--paper", help="recompute every cell of this paper (config verify.cells)")
-    parser.add_argument("--rtol", type=float, default=0.0,
-                        help="accept numbers within this relative tolerance (another platform; default: exact)")
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="accept numbers within this relative tolerance (default: exact where the records' "
+                             "platform is this one, config verify.other_platform_rtol where it is not)")
     parser.add_argument("--list", action="store_true", help="print the cells, recompute nothing")
     parser.add_argument("--folder", type=Path, default=Path("."), help="the checkout (default: here)")
     args = parser.parse_args(argv)
-    if args.rtol < 0 or not math.isfinite(args.rtol):
+    if args.rtol is not None and (args.rtol < 0 or not math.isfinite(args.rtol)):
         parser.error(f"--rtol must be a finite number >= 0, got {args.rtol}")
     papers = paper_keys(args.folder)
     if args.paper and args.paper not in papers:
@@ -255,8 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print("\n".join(cells))
         return 0
+    rtol = args.rtol
+    if rtol is None:
+        rtol, notice = tolerance(recorded_platforms(args.folder, args.profile), this_platform(),
+                                 config["other_platform_rtol"])
+        if notice:
+            print(f"note: {notice}")
     started = time.monotonic()
-    rows = recompute(args.profile, args.folder, cells, frozenset(config["volatile"]), args.rtol)
+    rows = recompute(args.profile, args.folder, cells, frozenset(config["volatile"]), rtol)
     print(table(rows))
     print(f"profile {args.profile!r}, {len(rows)} cells recomputed in {time.monotonic() - started:.0f} s")
     return 0 if all(row["same"] for row in rows) else 1

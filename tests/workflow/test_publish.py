@@ -9,6 +9,7 @@ import pytest
 
 import workflow.publish as publish_module
 from common.report.summary import BEGIN, END
+from workflow.build_platform import recorded_platforms
 from workflow.publish import (
     cited_unpublished,
     cut_off,
@@ -23,6 +24,8 @@ from workflow.status import paper_of
 from workflow.verify import metadata_file
 
 COMMIT_FIELD = "provenance"
+HERE = {"machine": "x86_64", "cpu": "a CPU", "vector_unit": "AVX512", "torch": "2.13.0+cpu"}
+PLATFORM = "results/platform.json"
 CONFIG = """profile: default
 profiles: {default: {}}
 publish: {max_mb: 1, large_mb: 0.001, exclude: [results/models/trained/*]}
@@ -80,6 +83,7 @@ def build(tmp_path, monkeypatch):
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text("{}")
     monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: rows)
+    monkeypatch.setattr(publish_module, "this_platform", lambda: HERE)
     return root
 
 
@@ -94,8 +98,9 @@ def test_a_finished_build_is_staged_with_its_records(build):
                                                 "results/models/base/m", "results/alpha/claims.json",
                                                 "results/alpha/report/context.json", "reports/alpha.html",
                                                 "reports/alpha.SHA256SUMS", "reports/index.html")}
-    assert staged == outputs | records | {"README.md"}  # not the trained checkpoint, nor its record
-    assert done["files"] == len(outputs | records)
+    assert staged == outputs | records | {"README.md", PLATFORM}  # not the trained checkpoint, nor its record
+    assert done["files"] == len(outputs | records) + 1
+    assert recorded_platforms(build, "default") == [HERE]
     assert f"| [Alpha](reports/alpha.html) | 0 | 0 | 0 | 0 | 0 of 0 | 0 | 0 of 0 | commit {done['commit'][:7]} (" \
         in (build / "README.md").read_text()
     assert (build / "README.md").read_text().splitlines()[2].endswith("| results now |")
@@ -112,7 +117,7 @@ def test_a_republication_drops_what_is_no_longer_made_and_keeps_a_large_file_onc
                                                                                 r["output_file"]])
     publish(build, "default")
     assert git(build, "diff", "--cached", "--name-status").split() == [
-        "D", str(metadata_file("results/alpha/cells/c2.json")), "D", "results/alpha/cells/c2.json"]
+        "D", str(metadata_file("results/alpha/cells/c2.json")), "D", "results/alpha/cells/c2.json"]  # same platform
     (build / "results/models/base/m/model.safetensors").write_text("v" * 2000)  # pretrained again, other bytes
     with pytest.raises(ValueError, match=r"model\.safetensors: committed with other bytes"):
         publish(build, "default")
@@ -152,7 +157,7 @@ def test_a_build_under_way_is_staged_without_its_claims_context_and_reports(buil
     made = ("results/alpha/cells/c1.json", "results/alpha/cells/c2.json", "results/models/base/m")
     assert staged == {"results/alpha/cells/c1.json", "results/alpha/cells/c2.json",
                       "results/models/base/m/config.json", "results/models/base/m/model.safetensors",
-                      *(str(metadata_file(p)) for p in made), "README.md"}  # not the claims (made), nor the checkpoint
+                      *(str(metadata_file(p)) for p in made), "README.md", PLATFORM}  # not the claims, checkpoint
     assert "| alpha (`reports/alpha.html`) | - | - | - | - | - | - | - | not built | build under way, current |" \
         in (build / "README.md").read_text()  # the claims built here are not read: a clone has none
     assert done["commit"] == git(build, "rev-parse", "HEAD").strip()
@@ -242,3 +247,15 @@ def test_helpers(tmp_path):
     sums = tmp_path / "p.SHA256SUMS"
     sums.write_text(f"{'0' * 64}  a.json\n{'1' * 64}  b.json\n")
     assert cited_unpublished([sums], {"a.json"}) == ["p.SHA256SUMS: b.json"]
+
+
+def test_a_publication_on_another_platform_adds_it_to_the_record(build, monkeypatch):
+    """A build resumed on another machine: both platforms are recorded, so make verify expects no bit-identity."""
+    unfinished(build)
+    publish(build, "default", unfinished=True)
+    git(build, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "under way")
+    elsewhere = {**HERE, "cpu": "another CPU", "vector_unit": "AVX2"}
+    monkeypatch.setattr(publish_module, "this_platform", lambda: elsewhere)
+    publish(build, "default", unfinished=True)
+    assert recorded_platforms(build, "default") == [HERE, elsewhere]
+    assert PLATFORM in git(build, "diff", "--cached", "--name-only").split()

@@ -138,11 +138,15 @@ def test_a_bad_request_is_named():
 def test_the_published_sample_recomputes_identically(tmp_path):
     """``make verify`` on the published default results, as CI's check of them: the default profile's sample (one
     cheap cell a paper, one from the published `small`), recomputed cold from the published base models, corpora
-    and configs in a copy of this checkout, identical to the published records."""
+    and configs in a copy of this checkout, identical to the published records; on a machine that is not the
+    recorded platform (results/platform.json), within config ``verify.other_platform_rtol``, which the output says."""
     cells = verify_config(ROOT, "default")["sample"]
     if not all((ROOT / cell).is_file() and (ROOT / metadata_file(cell)).is_file() for cell in cells):
         pytest.skip("this checkout has no published default results (make publish)")
     copy_worktree(tmp_path)
     done = verify(tmp_path, profile="default")
+    print(done.stdout)  # the table, and the platforms where they differ, in CI's log
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert f"{len(cells)} of {len(cells)} cells identical" in done.stdout
+    elsewhere = "note: the published records were built on " in done.stdout
+    assert f"{len(cells)} of {len(cells)} cells identical" in done.stdout or (
+        elsewhere and f"{len(cells)} of {len(cells)} cells agree within the tolerance" in done.stdout)
