@@ -5,7 +5,7 @@ card."""
 
 import pytest
 
-from common.report import render_html, render_index, setup_rows
+from common.report import render_html, render_index, render_latex, setup_rows
 from common.report.claims import VERDICTS, ClaimSpec, Prediction, claims_document, judge
 from common.report.context import validated_claims
 from common.report.regime import RegimeRow, outside_regime, regime_rows, regime_specs
@@ -152,6 +152,24 @@ def test_the_card_renders_and_the_index_counts_it_apart(context, tmp_path):
                    "listed": 1, "findings": 0, "checks": "0 of 0"}],
                  tmp_path / "index.html")
     assert "outside the paper's regime</th>" in (tmp_path / "index.html").read_text()
+
+
+def test_the_latex_claims_name_the_quantities_and_give_each_reason_once(context, tmp_path):
+    """A row outside the regime names the quantity, its value and bounds, and points to the card, where each
+    reason a row requires a quantity is given once with the rows that give it: a long reason repeated in every
+    row would make rows taller than a page (which longtable cannot break)."""
+    reason = "interpolation acts only if a weight can cross a bin"
+    rows = regime_rows(_specs(), {"travel": 0.08, "share": 0.7})
+    document = claims_document([_claim({"travel": reason})], [], rows)
+    document["claims"].append({**document["claims"][0], "id": "speedup_w2"})
+    render_latex({**context, "claims": document["claims"], "counts": document["counts"], "regime": document["regime"],
+                  "coverage": [], "coverage_counts": {"claims": 0, "tested": 0, "not_tested": 0, "elsewhere": 0},
+                  "outside_regime": 2}, tmp_path / "demo.tex")
+    tex = (tmp_path / "demo.tex").read_text()
+    assert tex.count("\\textit{Outside the paper's regime:} travel per period /\\allowbreak{} bin width $0.08$, "
+                     "outside $\\ge$ $3$ (why each is required: Appendix B)") == 2
+    assert tex.count(reason) == 1
+    assert "\\texttt{speedup}, \\texttt{speedup\\_\\allowbreak{}w2}" in tex
 
 
 def test_setup_rows_pair_the_aspects():
