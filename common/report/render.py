@@ -222,7 +222,7 @@ def table_layout(table: Mapping[str, Any]) -> dict[str, str]:
         if len(row) != n:
             raise ValueError(f"table {table.get('caption')!r}: row {number} has {len(row)} cells for {n} columns")
     columns = [[str(name), *(str(row[i]) for row in table["rows"])] for i, name in enumerate(table["columns"])]
-    bold = [[1.2] + [1.0] * (len(cells) - 1) for cells in columns]  # the header row is bold (~1.2x as wide)
+    bold = [[1.15] + [1.0] * (len(cells) - 1) for cells in columns]  # the header row is bold
     natural = [max(k * _width_em(c) for k, c in zip(ks, cells, strict=True)) + 0.3
                for ks, cells in zip(bold, columns, strict=True)]
     least = [max(k * _width_em(w) for k, c in zip(ks, cells, strict=True) for w in _CELL_WORD.split(c)) + 0.3

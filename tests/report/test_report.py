@@ -157,8 +157,8 @@ def test_table_layout_fits_or_wraps_the_widest_column():
     text = {"caption": "t", "columns": ["region", "rule"], "rows": [["A", "abs-max reverses " * 12]]}
     layout = table_layout(text)
     assert layout["size"] == "\\footnotesize"
-    # the rule column wraps in the room the region column leaves (estimated 49.2 em, corrected by LaTeX)
-    assert layout["spec"] == "@{}lP{\\dimexpr49.2em+(\\linewidth-52.9em-2\\tabcolsep)/1\\relax}@{}"
+    # the rule column wraps in the room the region column leaves (estimated 49.4 em, corrected by LaTeX)
+    assert layout["spec"] == "@{}lP{\\dimexpr49.4em+(\\linewidth-52.9em-2\\tabcolsep)/1\\relax}@{}"
     long_names = {"caption": "t", "columns": ["trace", "observer", "saturated steps", "worst overshoot",
                                              "headroom lost (bits)", "spikes", "median |theory/measured - 1|"],
                   "rows": [["qat-hif8-seed0-layer11.mlp.down_proj", "max-window", 12, "1.37", "0.452", 3, "-0.0123"]]}
