@@ -26,15 +26,13 @@ the unit tests instead of starting when the end-to-end tests, last in collection
 the copy's lock while it runs (exclusive for a test that runs Snakemake in the copy, shared for one that only reads
 it), so no two tests ever change a copy at once."""
 
-import contextlib
 import fcntl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from shared_testing import shared_lock
-from workflow_testing import build_smoke, build_smoke_base, build_standin, snakemake, start_standin_build
+from workflow_testing import build_smoke, build_standin, snakemake, start_shared_builds
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,22 +49,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def shared_builds(request, tmp_path_factory) -> Iterator[None]:
     """Starts, in a thread of this worker, the shared builds this run's tests ask for: the smoke base model, then the
-    stand-in build beside the smoke build (when a test asks for the stand-in copy). A build's failure is recorded
-    for the tests that ask for it (``shared_testing.made_once``); the worker ends after the thread (another worker
-    may be waiting for its build)."""
+    stand-in build beside the smoke build (when a test asks for the stand-in copy):
+    ``workflow_testing.start_shared_builds``. The worker ends after the thread (another worker may be waiting for
+    its build)."""
     wanted = {name for item in request.session.items for name in item.fixturenames}
-
-    def build() -> None:
-        with contextlib.suppress(Exception, pytest.fail.Exception):
-            build_smoke_base(tmp_path_factory)
-            standin = start_standin_build(tmp_path_factory) if "standin_copy" in wanted else None
-            build_smoke(tmp_path_factory)
-            if standin is not None:
-                standin.join()
-
-    thread = threading.Thread(target=build, name="shared builds") if "smoke_copy" in wanted else None
-    if thread is not None:
-        thread.start()
+    thread = start_shared_builds(tmp_path_factory, "standin_copy" in wanted) if "smoke_copy" in wanted else None
     yield
     if thread is not None:
         thread.join()

@@ -18,6 +18,7 @@ from workflow_testing import (
     build_standin,
     built_once,
     corpus_targets,
+    start_shared_builds,
     start_standin_build,
 )
 
@@ -119,6 +120,26 @@ def test_the_standin_build_runs_in_the_background_beside_the_smoke_build(factory
         smoke.join(30)
     assert sorted(fake.runs) == sorted([SMOKE_BASE, ("smoke", "smoke", ("all", "shared_stages")),
                                         ("standin", "standin", STANDIN_TARGETS)])
+
+
+def test_the_worker_makes_its_temporary_folder_before_the_builds_thread_starts(factory):
+    """The thread's first ask for the folder would race the worker's next test (pytest makes the folder at its first
+    ask, not safely across threads); the builds then run: the base model, the stand-in build beside the smoke build."""
+    folder, asks = factory.getbasetemp(), []
+
+    def getbasetemp() -> Path:
+        asks.append(threading.current_thread())
+        return folder
+
+    factory.getbasetemp = getbasetemp
+    factory.snakemake = fake = FakeSnakemake()
+    start_shared_builds(factory, standin=True).join(30)
+    assert asks[0] is threading.current_thread()
+    assert len(asks) > 1
+    assert all(ask is not threading.current_thread() for ask in asks[1:])
+    assert fake.runs[0] == SMOKE_BASE
+    assert sorted(fake.runs[1:]) == sorted([("smoke", "smoke", ("all", "shared_stages")),
+                                            ("standin", "standin", STANDIN_TARGETS)])
 
 
 def test_a_failed_stage_is_reported_to_every_later_ask(factory, monkeypatch):

@@ -3,8 +3,9 @@ run once per test run by whichever pytest-xdist worker asks first (:func:`shared
 
 The stages (:func:`build_smoke_base`, :func:`build_smoke`, :func:`build_standin`): the smoke copy's base model and
 corpora first, then the rest of the smoke build in that copy, and the stand-in build in a copy of its own seeded with
-them. No stage holds a lock while it waits for another, and :func:`start_standin_build` starts the stand-in build in
-the background once the base model exists, so that it runs beside the rest of the smoke build."""
+them. No stage holds a lock while it waits for another: :func:`start_shared_builds` runs them in a thread of the worker,
+and :func:`start_standin_build` starts the stand-in build in another once the base model exists, so that it runs beside
+the rest of the smoke build."""
 
 from __future__ import annotations
 
@@ -152,5 +153,29 @@ def start_standin_build(tmp_path_factory: pytest.TempPathFactory) -> threading.T
             build_standin(tmp_path_factory)
 
     thread = threading.Thread(target=build, name="stand-in build")
+    thread.start()
+    return thread
+
+
+def start_shared_builds(tmp_path_factory: pytest.TempPathFactory, standin: bool) -> threading.Thread:
+    """The shared builds in a thread of this worker: the smoke base model, then the smoke build, with the stand-in
+    build beside it (:func:`start_standin_build`) when ``standin``. A failure is recorded for the asks
+    (``made_once``).
+
+    The worker's temporary folder is made here, before the thread starts: pytest's ``TempPathFactory`` makes it at
+    its first ask (``getbasetemp``: remove it if it exists, then make it), which is not safe across threads. Were the
+    thread's ask the first, it would race the worker's next test that asks for a temporary folder, and one of them would
+    fail with ``FileExistsError`` (CI, 2026-12-06: nine tests of ``tests/analysis/test_advice.py``)."""
+    tmp_path_factory.getbasetemp()
+
+    def build() -> None:
+        with contextlib.suppress(Exception, pytest.fail.Exception):
+            build_smoke_base(tmp_path_factory)
+            background = start_standin_build(tmp_path_factory) if standin else None
+            build_smoke(tmp_path_factory)
+            if background is not None:
+                background.join()
+
+    thread = threading.Thread(target=build, name="shared builds")
     thread.start()
     return thread
