@@ -26,8 +26,10 @@ workflow.status --update README.md``) and stages it too, and prints the publishe
 ``--unfinished`` publishes a build still under way, so that it outlasts the machine it runs on (the default build
 takes longer than one sitting; a clone of the commit resumes it with ``make reports``, rebuilding nothing published).
 It stages every current output the build has made so far, but the outputs of jobs that did not finish
-(:func:`cut_off`) and each paper's claims, report context and the reports (:func:`final_outputs`), which the
-finished publication makes together at one commit; the README's table says of each paper "not built" and, where
+(:func:`cut_off`), each paper's claims, report context and the reports (:func:`final_outputs`), which the
+finished publication makes together at one commit, and the outputs a clone would make again all the same
+(:func:`remade_in_clone`: a job whose left-out checkpoint a step still to run reads, and what is made from it); the
+README's table says of each paper "not built" and, where
 results are published, "build under way". It refuses while a Snakemake run works in the folder (a job finishing
 during the publication would be half staged), when a result is stale, and when the checkout has uncommitted changes
 outside the build's outputs: the results it stages then follow from the commit's code, as their code digests say."""
@@ -40,6 +42,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,7 @@ from typing import Any
 from common.report.provenance import BUILD_OUTPUTS, git_state
 from common.report.summary import paper_keys, replace_table, results_table
 from workflow.build_platform import record_platform, this_platform
-from workflow.status import SHARED, classify, paper_of, status_text, summary_rows
+from workflow.status import SHARED, PlannedJob, classify, paper_of, planned_jobs, status_text, summary_rows
 from workflow.unlock_stale import snakemake_processes
 from workflow.verify import metadata_file, workflow_config
 
@@ -131,6 +134,30 @@ def cut_off(rows: Sequence[Mapping[str, str]], folder: Path) -> set[str]:
             if (folder / INCOMPLETE / metadata_file(row["output_file"]).name).exists()}
 
 
+def remade_in_clone(jobs: Sequence[PlannedJob], published: set[str], exclude: Iterable[str]) -> set[str]:
+    """The outputs of the plan ``jobs`` that a clone holding only ``published`` would make again, as Snakemake plans
+    it: a job runs when an output it owes is missing (one not published and not left out by the ``exclude``
+    patterns: not made yet, cut off, left for the finished publication); a job that runs reads its inputs, so the
+    job of an input that is not published runs too (WinQ's summary reads the trained and quantized checkpoints, so
+    while it is not built, every run would train again); and a job whose input is made again runs again. Returns
+    every output of those jobs."""
+    producer = {name: job for job in jobs for name in job.outputs}
+    readers = defaultdict(list)
+    for job in jobs:
+        for name in job.inputs:
+            readers[name].append(job)
+    runs = {job for job in jobs if any(name not in published and not excluded(name, exclude) for name in job.outputs)}
+    queue = deque(runs)
+    while queue:
+        running = queue.popleft()
+        following = {producer[name] for name in running.inputs if name in producer and name not in published}
+        following.update(reader for name in running.outputs for reader in readers[name])
+        for job in following - runs:
+            runs.add(job)
+            queue.append(job)
+    return {name for job in runs for name in job.outputs}
+
+
 def cited_unpublished(sums_files: Iterable[Path], published: set[str]) -> list[str]:
     """Every file a report's SHA256SUMS lists that is not published (``sha256sum -c`` would fail in a clone)."""
     missing = []
@@ -189,7 +216,8 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
             unfinished: bool = False) -> dict[str, Any]:
     """Check the build of ``profile`` in checkout ``folder`` and stage it (module docstring; ``unfinished``: a build
     under way, without its claims, contexts and reports); ValueError listing every reason it cannot be published.
-    Returns ``{"files", "bytes", "commit"}``."""
+    Returns ``{"files", "bytes", "commit", "left_out"}`` (``left_out``: the outputs a build under way leaves out, as
+    cut off or made again in a clone)."""
     config = workflow_config(folder, profile)["publish"]
     papers = paper_keys(folder)
     rows = all_rows = summary_rows(profile, folder)
@@ -199,7 +227,10 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     if unfinished:
         problems = unfinished_problems(folder) + report_problems(status, {}, [])
         final = final_outputs(rows, papers)
-        rows = [row for row in rows if row["output_file"] not in final]
+        made = {row["output_file"] for row in rows if row["output_file"] not in final
+                and (folder / row["output_file"]).exists() and not excluded(row["output_file"], config["exclude"])}
+        left_out |= remade_in_clone(planned_jobs(profile, folder), made, config["exclude"]) & made
+        rows = [row for row in rows if row["output_file"] not in final | left_out]
         reports = []
     else:
         reports = [row["output_file"] for row in rows if row["rule"] in ("render_report", "report_index")]
@@ -240,7 +271,7 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
                               claims=not unfinished)
         readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table, "README.md"), encoding="utf-8")
         git(folder, "add", "--", "README.md")
-    return {"files": len(published), "bytes": per_paper, "commit": commit, "cut_off": sorted(left_out)}
+    return {"files": len(published), "bytes": per_paper, "commit": commit, "left_out": sorted(left_out)}
 
 
 def read_context(path: Path) -> dict[str, Any] | None:
@@ -272,9 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for name, size in done["bytes"].items():
         print(f"  {name:<20} {size / MIB:8.1f} MiB")
-    if done["cut_off"]:
-        print(f"left out {len(done['cut_off'])} outputs of jobs that did not finish (the next build reruns them): "
-              + ", ".join(done["cut_off"]))
+    if done["left_out"]:
+        print(f"left out {len(done['left_out'])} outputs of jobs that did not finish, or that a clone would run "
+              "again (a step still to run reads their left-out checkpoints): " + ", ".join(done["left_out"]))
     what = "build under way" if args.unfinished else "results built"
     print(f"{done['files']} files, {sum(done['bytes'].values()) / MIB:.1f} MiB, built at {done['commit'][:7]}"
           + (" (dry run: nothing staged)" if args.dry_run else

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from common.config import profile_dirs
 from common.io import write_text
@@ -58,6 +60,32 @@ def summary_rows(profile: str, folder: Path, targets: Sequence[str] = ("all",)) 
         raise RuntimeError(f"snakemake --summary printed no summary table in {folder}:\n{done.stdout[-3000:]}")
     header = lines[start].split("\t")
     return [dict(zip(header, line.split("\t"), strict=True)) for line in lines[start + 1:] if line.strip()]
+
+
+class PlannedJob(NamedTuple):
+    """One job of a build's plan: its rule, input files and output files."""
+
+    rule: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def planned_jobs(profile: str, folder: Path, targets: Sequence[str] = ("all",)) -> list[PlannedJob]:
+    """Every job of the plan for ``targets`` in ``folder``, built or not, from ``snakemake -n --forceall`` (a dry run
+    prints each job as ``rule <name>:`` and its ``input:`` and ``output:`` lines, comma-separated). RuntimeError with
+    Snakemake's message when it fails."""
+    jobs, rule, fields = [], None, {}
+    for line in [*snakemake(profile, folder, "-n", "--forceall", *targets).stdout.splitlines(), ""]:
+        start = re.fullmatch(r"(?:local)?rule (\S+):", line)
+        if not line.startswith("    ") and rule is not None:
+            jobs.append(PlannedJob(rule, fields.get("input", ()), fields.get("output", ())))
+            rule = None
+        if start:
+            rule, fields = start.group(1), {}
+        elif rule is not None and line.startswith("    ") and ": " in line:
+            key, value = line.strip().split(": ", 1)
+            fields[key] = tuple(value.split(", "))
+    return jobs
 
 
 def paper_of(path: str, profile: str, papers: Sequence[str]) -> str:

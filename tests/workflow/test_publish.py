@@ -17,10 +17,11 @@ from workflow.publish import (
     final_outputs,
     output_files,
     publish,
+    remade_in_clone,
     replaced_large,
     report_problems,
 )
-from workflow.status import paper_of
+from workflow.status import PlannedJob, paper_of
 from workflow.verify import metadata_file
 
 COMMIT_FIELD = "provenance"
@@ -82,7 +83,12 @@ def build(tmp_path, monkeypatch):
             record = root / metadata_file(entry["output_file"])
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text("{}")
+    reads = {"results/alpha/cells/c1.json": ("results/models/base/m",), "results/alpha/cells/c2.json":
+             ("results/models/base/m",), "results/alpha/claims.json": ("results/alpha/cells/c1.json",
+                                                                       "results/alpha/cells/c2.json")}
+    jobs = [PlannedJob(entry["rule"], reads.get(entry["output_file"], ()), (entry["output_file"],)) for entry in rows]
     monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: rows)
+    monkeypatch.setattr(publish_module, "planned_jobs", lambda profile, folder: jobs)
     monkeypatch.setattr(publish_module, "this_platform", lambda: HERE)
     return root
 
@@ -206,11 +212,44 @@ def test_the_outputs_of_a_job_cut_off_are_left_out_of_a_build_under_way(build, m
     mark.write_text("")
     assert cut_off(marked, build) == {partial}
     done = publish(build, "default", unfinished=True)
-    assert done["cut_off"] == [partial]
+    assert done["left_out"] == [partial]
     staged = set(git(build, "diff", "--cached", "--name-only").split())
     assert "results/alpha/cells/c1.json" in staged
     assert partial not in staged
     assert str(metadata_file(partial)) not in staged
+
+
+def test_a_build_under_way_leaves_out_what_a_clone_would_make_again(build, monkeypatch):
+    """A step still to run (a summary) reads a trained checkpoint, which is not published: a clone would train the
+    run again and redo what is made from it, so the run's log and evaluation are left out; once the summary is
+    built, they are published with it."""
+    checkpoint, log, evaluation, summary = ("results/models/trained/alpha/r/seed0", "results/alpha/runs/r/log.csv",
+                                            "results/alpha/eval/r.json", "results/alpha/summary.json")
+    rows = [*publish_module.summary_rows("default", build), row(log, "a_train"), row(evaluation, "a_evaluate"),
+            row(summary, "a_summary", date="-")]
+    jobs = [job for job in publish_module.planned_jobs("default", build) if job.outputs != (checkpoint,)]
+    jobs += [PlannedJob("a_train", ("results/models/base/m",), (checkpoint, log)),
+             PlannedJob("a_evaluate", (checkpoint,), (evaluation,)),
+             PlannedJob("a_summary", (evaluation, checkpoint), (summary,))]
+    monkeypatch.setattr(publish_module, "summary_rows", lambda profile, folder: rows)
+    monkeypatch.setattr(publish_module, "planned_jobs", lambda profile, folder: jobs)
+    for name in (log, evaluation):
+        (build / name).parent.mkdir(parents=True, exist_ok=True)
+        (build / name).write_text("{}")
+        (build / metadata_file(name)).write_text("{}")
+    unfinished(build)
+    assert publish(build, "default", dry_run=True, unfinished=True)["left_out"] == [evaluation, log]
+    assert remade_in_clone(jobs, {"results/models/base/m", evaluation, log}, ["results/models/trained/*"]) == {
+        checkpoint, log, evaluation, summary, "results/alpha/cells/c1.json", "results/alpha/cells/c2.json",
+        "results/alpha/claims.json", "results/alpha/report/context.json", "reports/alpha.html",
+        "reports/alpha.SHA256SUMS", "reports/index.html", "data/archives/x.tgz"}  # not published there: they run
+    (build / summary).write_text("{}")
+    (build / metadata_file(summary)).write_text("{}")
+    rows[-1] = row(summary, "a_summary")
+    assert publish(build, "default", unfinished=True)["left_out"] == []
+    staged = set(git(build, "diff", "--cached", "--name-only").split())
+    assert {log, evaluation, summary} <= staged
+    assert checkpoint not in " ".join(staged)
 
 
 def test_final_outputs():

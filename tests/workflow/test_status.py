@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from workflow_testing import copy_worktree
 
-from workflow.status import SHARED, UPSTREAM_REASON, classify, paper_of, status_text
+import workflow.status as status_module
+from workflow.status import SHARED, UPSTREAM_REASON, PlannedJob, classify, paper_of, planned_jobs, status_text
 
 PAPERS = ["finer_is_better", "maxwindow_hif8", "microscaling_limits", "winq"]
 FIB_REPORT = [f"reports/smoke/finer_is_better.{ext}" for ext in ("SHA256SUMS", "html", "pdf", "tex")]
@@ -112,3 +113,42 @@ def test_classify_planted_rows():
                                                        "reports/winq.html": UPSTREAM_REASON}},
         SHARED: {"current": 0, "absent": 1, "stale": {"data/corpora/x/train.jsonl": "set of input files changed"}},
     }
+
+
+DRY_RUN = """Building DAG of jobs...
+
+[Sun Dec  6 05:43:10 2026]
+rule train:
+    input: results/models/base/m, data/c/train.jsonl
+    output: results/models/trained/r, results/r/log.csv
+    log: results/r/stderr.log
+    jobid: 2
+    reason: Forced execution
+    wildcards: run=r
+Shell command: python -m train --out results/models/trained/r
+
+[Sun Dec  6 05:43:10 2026]
+rule fetch:
+    output: data/archives/x.tgz
+    jobid: 1
+localhost: not a job
+[Sun Dec  6 05:43:10 2026]
+localrule all:
+    input: reports/a.html
+    jobid: 0
+Job stats:
+job      count
+-----  -------
+all          1
+"""
+
+
+def test_planned_jobs_reads_each_job_of_a_dry_run(monkeypatch):
+    asked = []
+    monkeypatch.setattr(status_module, "snakemake", lambda profile, folder, *args: asked.append(args) or
+                        subprocess.CompletedProcess(args, 0, DRY_RUN, ""))
+    assert planned_jobs("default", Path(".")) == [
+        PlannedJob("train", ("results/models/base/m", "data/c/train.jsonl"),
+                   ("results/models/trained/r", "results/r/log.csv")),
+        PlannedJob("fetch", (), ("data/archives/x.tgz",)), PlannedJob("all", ("reports/a.html",), ())]
+    assert asked == [("-n", "--forceall", "all")]
