@@ -50,9 +50,10 @@ from typing import Any
 from common.report.provenance import BUILD_OUTPUTS, git_state
 from common.report.summary import paper_keys, replace_table, results_table
 from workflow.build_platform import record_platform, this_platform
+from workflow.published_mtimes import metadata_file
 from workflow.status import SHARED, PlannedJob, classify, paper_of, planned_jobs, status_text, summary_rows
 from workflow.unlock_stale import snakemake_processes
-from workflow.verify import metadata_file, workflow_config
+from workflow.verify import workflow_config
 
 MIB = 1024 * 1024
 PUBLISHED_ROOTS = ("results", "reports", "data", ".snakemake/metadata")  # where published files live

@@ -21,8 +21,8 @@ from workflow.publish import (
     replaced_large,
     report_problems,
 )
+from workflow.published_mtimes import metadata_file
 from workflow.status import PlannedJob, paper_of
-from workflow.verify import metadata_file
 
 COMMIT_FIELD = "provenance"
 HERE = {"machine": "x86_64", "cpu": "a CPU", "vector_unit": "AVX512", "torch": "2.13.0+cpu"}

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from workflow_testing import copy_worktree
 
-from workflow.verify import comparable, digest, first_difference, metadata_file, verify_config
+from workflow.published_mtimes import metadata_file
+from workflow.verify import comparable, digest, first_difference, verify_config
 
 ROOT = Path(__file__).resolve().parents[2]
 VOLATILE = frozenset({"wall_time_s", "seconds"})
