@@ -160,7 +160,8 @@ def remade_in_clone(jobs: Sequence[PlannedJob], published: set[str], exclude: It
 
 
 def cited_unpublished(sums_files: Iterable[Path], published: set[str]) -> list[str]:
-    """Every file a report's SHA256SUMS lists that is not published (``sha256sum -c`` would fail in a clone)."""
+    """Every file a report's SHA256SUMS lists that is not in ``published`` (the published outputs and the files the
+    commit tracks, such as the authors' results a report cites: ``sha256sum -c`` would fail in a clone)."""
     missing = []
     for sums in sums_files:
         for line in sums.read_text(encoding="utf-8").splitlines():
@@ -244,7 +245,8 @@ def publish(folder: Path, profile: str, replace_large: bool = False, dry_run: bo
     problems += [f"no Snakemake record {r} (built by another checkout?)" for r in records if not (folder / r).is_file()]
     problems += [f"cited but not published: {entry}" for entry in
                  cited_unpublished([folder / p for p in reports if p.endswith(".SHA256SUMS")
-                                    and (folder / p).is_file()], set(files))]  # a missing one is named above
+                                    and (folder / p).is_file()],  # a missing one is named above
+                                   {*files, *git(folder, "ls-files", "-z").split("\0")})]
     published = sorted({*files, *records})
     per_paper = sizes([name for name in published if (folder / name).is_file()], folder, profile, papers)
     total = sum(per_paper.values())

@@ -71,7 +71,8 @@ def build(tmp_path, monkeypatch):
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    (root / "reports/alpha.SHA256SUMS").write_text("0" * 64 + "  results/alpha/cells/c1.json\n")
+    (root / "reports/alpha.SHA256SUMS").write_text("0" * 64 + "  results/alpha/cells/c1.json\n"
+                                                   + "0" * 64 + "  papers/alpha/rules.smk\n")  # tracked: in a clone
     rows = [row("results/alpha/cells/c1.json", "a_cells"), row("results/alpha/cells/c2.json", "a_cells"),
             row("results/models/base/m", "pretrain_base_model"),
             row("results/models/trained/alpha/r/seed0", "a_train"),
