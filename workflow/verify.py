@@ -144,15 +144,16 @@ def cells_of(rows: Sequence[Mapping[str, str]], rules: Iterable[str], folder: Pa
             and not (folder / row["output_file"]).is_dir()]
 
 
-def planned_files(profile: str, folder: Path, cells: Sequence[str]) -> list[str]:
-    """Every output and log the jobs of ``snakemake --force <cells>`` would write (from its dry run)."""
+def planned_files(profile: str, folder: Path, cells: Sequence[str]) -> dict[str, list[str]]:
+    """Every output and log the jobs of ``snakemake --force <cells>`` would write (from its dry run):
+    ``{"output": [...], "log": [...]}``."""
     done = snakemake(profile, folder, "--force", "--dry-run", *cells)
-    files = []
+    files: dict[str, list[str]] = {"output": [], "log": []}
     for line in done.stdout.splitlines():
-        for label in ("    output: ", "    log: "):
-            if line.startswith(label):
-                files.extend(line[len(label):].split(", "))
-    return list(dict.fromkeys(files))
+        for label, names in files.items():
+            if line.startswith(f"    {label}: "):
+                names.extend(name for name in line[len(label) + 6:].split(", ") if name not in names)
+    return files
 
 
 def job_seconds(folder: Path, path: str) -> float | None:
@@ -169,12 +170,19 @@ def recompute(profile: str, folder: Path, cells: Sequence[str], volatile: frozen
     """Recompute ``cells`` (existing result files of ``profile`` in the checkout ``folder``) and compare each with
     its record; every file and Snakemake record the run rewrote is put back afterwards. One row a cell: ``cell``,
     ``published``, ``recomputed`` (digests), ``result`` (``identical``, ``within <rtol>`` or the first difference),
-    ``seconds`` (its job's time) and ``same`` (bool)."""
+    ``seconds`` (its job's time) and ``same`` (bool).
+
+    An input the run had to make first (one a publication leaves out: a rescaled sweep model, a converted model, a
+    checkpoint) is removed afterwards with its record, so that the checkout is as it was found: left there, it would
+    be newer than the published results made from it, and Snakemake would call them stale."""
     missing = [cell for cell in cells if not (folder / cell).is_file()]
     if missing:
         raise ValueError(f"no published record to compare with: {missing[0]!r} does not exist in {folder}")
     published = {cell: comparable(folder / cell, volatile) for cell in cells}
-    touched = [p for p in planned_files(profile, folder, cells) if (folder / p).is_file()]
+    planned = planned_files(profile, folder, cells)
+    touched = [p for p in planned["output"] + planned["log"] if (folder / p).is_file()]
+    made = [p for p in planned["output"] if not (folder / p).exists()]
+    made_records = [folder / metadata_file(p) for p in made if not (folder / metadata_file(p)).exists()]
     with tempfile.TemporaryDirectory(prefix="verify-") as scratch:
         backup = Path(scratch)
         saved = [*touched, *(str(metadata_file(p)) for p in touched if (folder / metadata_file(p)).is_file())]
@@ -194,6 +202,10 @@ def recompute(profile: str, folder: Path, cells: Sequence[str], volatile: frozen
         finally:
             for name in saved:
                 shutil.copy2(backup / name, folder / name)
+            for name in made:
+                shutil.rmtree(folder / name) if (folder / name).is_dir() else (folder / name).unlink(missing_ok=True)
+            for record in made_records:
+                record.unlink(missing_ok=True)
     return rows
 
 

@@ -13,8 +13,9 @@ import pytest
 import yaml
 from workflow_testing import copy_worktree
 
+import workflow.verify as verify_module
 from workflow.published_mtimes import metadata_file
-from workflow.verify import comparable, digest, first_difference, verify_config
+from workflow.verify import comparable, digest, first_difference, recompute, verify_config
 
 ROOT = Path(__file__).resolve().parents[2]
 VOLATILE = frozenset({"wall_time_s", "seconds"})
@@ -74,6 +75,36 @@ def test_the_configured_cells_are_rules_of_their_papers():
     smoke = verify_config(ROOT, "smoke")
     assert all(cell.startswith("results/smoke/") for cell in smoke["sample"])
     assert yaml.safe_load((ROOT / "workflow/config/default.yaml").read_text())["verify"]["sample"] == config["sample"]
+
+
+def test_what_a_recomputation_made_first_is_removed_and_what_it_rewrote_put_back(tmp_path, monkeypatch):
+    """The cell's job needs a rescaled model that the publication left out: the run makes it first (with its
+    record), and afterwards it is gone again, so that it does not postdate the published results; the cell, its
+    record and its log are put back as they were (contents and times)."""
+    cell, model, log = "results/p/cell.json", "results/models/sweep/m", "logs/p/cell.log"
+    for name, text in {cell: '{"mse": 1.0, "seconds": 3}', str(metadata_file(cell)): '{"endtime": 2, "starttime": 1}',
+                       log: "published log"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = {name: ((tmp_path / name).read_bytes(), (tmp_path / name).stat().st_mtime_ns)
+              for name in (cell, str(metadata_file(cell)), log)}
+    plan = f"rule rescale:\n    output: {model}\nrule cells:\n    input: {model}\n    output: {cell}\n    log: {log}\n"
+
+    def fake_snakemake(profile, folder, *args):
+        if "--dry-run" not in args:
+            (folder / model).mkdir(parents=True)
+            (folder / model / "model.safetensors").write_text("weights")
+            for name, text in {str(metadata_file(model)): "{}", cell: '{"mse": 1.0, "seconds": 4}',
+                               str(metadata_file(cell)): '{"endtime": 9, "starttime": 5}', log: "new log"}.items():
+                (folder / name).write_text(text)
+        return subprocess.CompletedProcess(args, 0, plan, "")
+
+    monkeypatch.setattr(verify_module, "snakemake", fake_snakemake)
+    rows = recompute("default", tmp_path, [cell], VOLATILE)
+    assert [(row["result"], row["seconds"]) for row in rows] == [("identical", 4)]
+    assert not (tmp_path / model).exists()
+    assert not (tmp_path / metadata_file(model)).exists()
+    assert {name: ((tmp_path / name).read_bytes(), (tmp_path / name).stat().st_mtime_ns) for name in before} == before
 
 
 def verify(copy: Path, *args: str, profile: str = "smoke") -> subprocess.CompletedProcess:
@@ -148,6 +179,9 @@ def test_the_published_sample_recomputes_identically(tmp_path):
     done = verify(tmp_path, profile="default")
     print(done.stdout)  # the table, and the platforms where they differ, in CI's log
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    status = subprocess.run([sys.executable, "-m", "workflow.status", "--profile", "default"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert "no result is stale" in status.stdout, status.stdout  # what it made first is gone, the records put back
     elsewhere = "note: the published records were built on " in done.stdout
     assert f"{len(cells)} of {len(cells)} cells identical" in done.stdout or (
         elsewhere and f"{len(cells)} of {len(cells)} cells agree within the tolerance" in done.stdout)
