@@ -29,10 +29,10 @@ It stages every current output the build has made so far, but the outputs of job
 (:func:`cut_off`), each paper's claims, report context and the reports (:func:`final_outputs`), which the
 finished publication makes together at one commit, and the outputs a clone would make again all the same
 (:func:`remade_in_clone`: a job whose left-out checkpoint a step still to run reads, and what is made from it); the
-README's table says of each paper "not built" and, where
-results are published, "build under way". It refuses while a Snakemake run works in the folder (a job finishing
-during the publication would be half staged), when a result is stale, and when the checkout has uncommitted changes
-outside the build's outputs: the results it stages then follow from the commit's code, as their code digests say."""
+README's table says of each paper "not built" and, where results are published, "build under way". It refuses while
+a Snakemake run works in the folder (a job finishing during the publication would be half staged), when a result is
+stale, and when the checkout has uncommitted changes outside the build's outputs: the results it stages then follow
+from the commit's code, as their code digests say."""
 
 from __future__ import annotations
 
