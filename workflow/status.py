@@ -63,22 +63,22 @@ def summary_rows(profile: str, folder: Path, targets: Sequence[str] = ("all",)) 
 
 
 class PlannedJob(NamedTuple):
-    """One job of a build's plan: its rule, input files and output files."""
+    """One job of a build's plan: its rule, input files, output files and log files."""
 
     rule: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    logs: tuple[str, ...] = ()
 
 
-def planned_jobs(profile: str, folder: Path, targets: Sequence[str] = ("all",)) -> list[PlannedJob]:
-    """Every job of the plan for ``targets`` in ``folder``, built or not, from ``snakemake -n --forceall`` (a dry run
-    prints each job as ``rule <name>:`` and its ``input:`` and ``output:`` lines, comma-separated). RuntimeError with
-    Snakemake's message when it fails."""
+def dry_run_jobs(printed: str) -> list[PlannedJob]:
+    """The jobs a Snakemake dry run ``printed``: each as ``rule <name>:`` (or ``localrule``) and its indented
+    ``input:``, ``output:`` and ``log:`` lines, comma-separated."""
     jobs, rule, fields = [], None, {}
-    for line in [*snakemake(profile, folder, "-n", "--forceall", *targets).stdout.splitlines(), ""]:
+    for line in [*printed.splitlines(), ""]:
         start = re.fullmatch(r"(?:local)?rule (\S+):", line)
         if not line.startswith("    ") and rule is not None:
-            jobs.append(PlannedJob(rule, fields.get("input", ()), fields.get("output", ())))
+            jobs.append(PlannedJob(rule, fields.get("input", ()), fields.get("output", ()), fields.get("log", ())))
             rule = None
         if start:
             rule, fields = start.group(1), {}
@@ -86,6 +86,12 @@ def planned_jobs(profile: str, folder: Path, targets: Sequence[str] = ("all",)) 
             key, value = line.strip().split(": ", 1)
             fields[key] = tuple(value.split(", "))
     return jobs
+
+
+def planned_jobs(profile: str, folder: Path, targets: Sequence[str] = ("all",)) -> list[PlannedJob]:
+    """Every job of the plan for ``targets`` in ``folder``, built or not, from ``snakemake -n --forceall``
+    (:func:`dry_run_jobs`). RuntimeError with Snakemake's message when it fails."""
+    return dry_run_jobs(snakemake(profile, folder, "-n", "--forceall", *targets).stdout)
 
 
 def paper_of(path: str, profile: str, papers: Sequence[str]) -> str:

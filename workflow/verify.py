@@ -50,7 +50,7 @@ from common.config import merged, profile_overrides
 from common.report.summary import paper_keys
 from workflow.build_platform import recorded_platforms, this_platform, tolerance
 from workflow.published_mtimes import metadata_file
-from workflow.status import UPDATE, snakemake, summary_rows
+from workflow.status import UPDATE, dry_run_jobs, snakemake, summary_rows
 
 WORKFLOW_CONFIG = "workflow/config/default.yaml"
 
@@ -145,15 +145,11 @@ def cells_of(rows: Sequence[Mapping[str, str]], rules: Iterable[str], folder: Pa
 
 
 def planned_files(profile: str, folder: Path, cells: Sequence[str]) -> dict[str, list[str]]:
-    """Every output and log the jobs of ``snakemake --force <cells>`` would write (from its dry run):
-    ``{"output": [...], "log": [...]}``."""
-    done = snakemake(profile, folder, "--force", "--dry-run", *cells)
-    files: dict[str, list[str]] = {"output": [], "log": []}
-    for line in done.stdout.splitlines():
-        for label, names in files.items():
-            if line.startswith(f"    {label}: "):
-                names.extend(name for name in line[len(label) + 6:].split(", ") if name not in names)
-    return files
+    """Every output and log the jobs of ``snakemake --force <cells>`` would write (from its dry run,
+    ``workflow.status.dry_run_jobs``): ``{"output": [...], "log": [...]}``."""
+    jobs = dry_run_jobs(snakemake(profile, folder, "--force", "--dry-run", *cells).stdout)
+    return {"output": list(dict.fromkeys(name for job in jobs for name in job.outputs)),
+            "log": list(dict.fromkeys(name for job in jobs for name in job.logs))}
 
 
 def job_seconds(folder: Path, path: str) -> float | None:

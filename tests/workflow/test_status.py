@@ -149,6 +149,6 @@ def test_planned_jobs_reads_each_job_of_a_dry_run(monkeypatch):
                         subprocess.CompletedProcess(args, 0, DRY_RUN, ""))
     assert planned_jobs("default", Path(".")) == [
         PlannedJob("train", ("results/models/base/m", "data/c/train.jsonl"),
-                   ("results/models/trained/r", "results/r/log.csv")),
+                   ("results/models/trained/r", "results/r/log.csv"), ("results/r/stderr.log",)),
         PlannedJob("fetch", (), ("data/archives/x.tgz",)), PlannedJob("all", ("reports/a.html",), ())]
     assert asked == [("-n", "--forceall", "all")]
