@@ -14,6 +14,9 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
+# the numerical code paths of every command (oneMKL's, ATen's, oneDNN's): bits that travel between CPU vendors
+include envs/numerics.env
+export $(shell sed -n 's/^\([A-Z_][A-Z0-9_]*\)=.*/\1/p' envs/numerics.env)
 
 .PHONY: setup reports status verify publish standin test bench lint clean-venv
 

@@ -1,11 +1,13 @@
 # lowbit-lab: one Snakefile for every paper. `snakemake` (no target) builds every report that exists;
 # `snakemake reports/<paper>.html` builds one; any intermediate file (an ablation cell) is a target too.
+import os
 import shutil
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
+from workflow.build_platform import numerical_pins
 from workflow.published_mtimes import restore
 
 min_version("9.0")
@@ -13,6 +15,8 @@ min_version("9.0")
 # a clone's published results get their build's modification times (git writes every file at checkout time, and a
 # base model folder checked out after the results built from it would stale them all)
 restore()
+# every job runs under the pinned numerical code paths (envs/numerics.env), whoever started Snakemake
+os.environ.update(numerical_pins())
 
 
 configfile: "workflow/config/default.yaml"

@@ -39,13 +39,22 @@ UPSTREAM = "ok"  # Snakemake's status of a file that will be redone because some
 UPSTREAM_REASON = "built from a stale or absent result"
 
 
+class SnakemakeError(RuntimeError):
+    """A Snakemake run that failed: its message ends with the last 3000 characters of its stderr; ``stderr`` holds
+    all of it."""
+
+    def __init__(self, message: str, stderr: str) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
 def snakemake(profile: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``folder``; RuntimeError with its message when
-    it fails."""
+    """``snakemake --profile workflow/profiles/<profile> <args>`` in ``folder``; :class:`SnakemakeError` with its
+    message when it fails."""
     command = [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", *args]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[2:])} failed in {folder}:\n{done.stderr[-3000:]}")
+        raise SnakemakeError(f"{' '.join(command[2:])} failed in {folder}:\n{done.stderr[-3000:]}", done.stderr)
     return done
 
 
