@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's workflow/, which holds the pins
 from common.io import write_json
-from workflow.build_platform import numerical_pins, pinned_environment
+from workflow.build_platform import numerical_pins, pinned_environment, unpinned_environment
 
 VOCAB = 8192
 
@@ -79,7 +78,7 @@ def time_cases(repeats: int) -> dict[str, float]:
 
 
 def child(pinned: bool, repeats: int) -> dict[str, float]:
-    environ = pinned_environment() if pinned else {k: v for k, v in os.environ.items() if k not in numerical_pins()}
+    environ = pinned_environment() if pinned else unpinned_environment()
     done = subprocess.run([sys.executable, __file__, "--child", "--repeats", str(repeats)], env=environ,
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])

@@ -61,6 +61,12 @@ def pinned_environment(environ: Mapping[str, str] | None = None, root: Path = RO
     return {**(os.environ if environ is None else environ), **numerical_pins(root)}
 
 
+def unpinned_environment(environ: Mapping[str, str] | None = None, root: Path = ROOT) -> dict[str, str]:
+    """``environ`` (default: this process's) without any variable :data:`PINS_FILE` pins: the CPU's own dispatch."""
+    pins = numerical_pins(root)
+    return {key: value for key, value in (os.environ if environ is None else environ).items() if key not in pins}
+
+
 def platform_file(profile: str) -> str:
     """Where the publication of ``profile`` records its build's platforms: ``<results>/platform.json``."""
     return f"{profile_dirs(profile)[0]}/platform.json"
@@ -113,14 +119,21 @@ def code_paths(pins: Mapping[str, str], cpu: Mapping[str, str]) -> dict[str, str
             "onednn_isa": f"max {isa}" if isa else f"default {on_cpu}"}
 
 
-def this_platform(root: Path = ROOT) -> dict[str, str]:
-    """This machine as the workflow's steps see it: :func:`cpu_fields`, ``pins`` (:data:`PINS_FILE`),
-    :func:`torch_paths` read in a fresh process under the pins (a process's first torch call fixes them) and
-    :func:`code_paths`."""
+def this_cpu() -> dict[str, str]:
+    """This machine's :func:`cpu_fields` (``platform.processor()`` names the CPU where ``/proc/cpuinfo`` does
+    not)."""
     cpuinfo = Path("/proc/cpuinfo")
     cpu = cpu_fields(cpuinfo.read_text(encoding="utf-8", errors="replace") if cpuinfo.is_file() else "")
     if cpu["cpu"] == "unknown":
         cpu["cpu"] = platform.processor() or "unknown"
+    return cpu
+
+
+def this_platform(root: Path = ROOT) -> dict[str, str]:
+    """This machine as the workflow's steps see it: :func:`cpu_fields`, ``pins`` (:data:`PINS_FILE`),
+    :func:`torch_paths` read in a fresh process under the pins (a process's first torch call fixes them) and
+    :func:`code_paths`."""
+    cpu = this_cpu()
     pins = numerical_pins(root)
     probe = subprocess.run([sys.executable, "-m", "workflow.build_platform"], cwd=root, env=pinned_environment(),
                            capture_output=True, text=True, check=True)

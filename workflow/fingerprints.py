@@ -23,7 +23,6 @@ import argparse
 import datetime
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from common.io import write_json
-from workflow.build_platform import PINS_FILE, ROOT, numerical_pins, pinned_environment, this_platform
+from workflow.build_platform import (
+    PINS_FILE,
+    ROOT,
+    numerical_pins,
+    pinned_environment,
+    this_cpu,
+    unpinned_environment,
+)
 from workflow.verify import first_difference
 
 RECORD = "workflow/fingerprints.json"
@@ -127,8 +133,7 @@ def compute_all() -> dict[str, Any]:
 
 def compute(pinned: bool = True) -> dict[str, Any]:
     """The cells' values, computed in a child process under the pins (or without them)."""
-    environ = pinned_environment() if pinned else {
-        key: value for key, value in os.environ.items() if key not in numerical_pins()}
+    environ = pinned_environment() if pinned else unpinned_environment()
     command = [sys.executable, "-m", "workflow.fingerprints", "--compute"]
     done = subprocess.run(command, cwd=ROOT, env={**environ, "PYTHONWARNINGS": "ignore"}, capture_output=True,
                           text=True, check=False)
@@ -150,8 +155,7 @@ def compare(record: Mapping[str, Any], values: Mapping[str, Any]) -> list[dict[s
 
 def checked_entry() -> dict[str, str]:
     """This machine's CPU as a ``checked_on`` entry."""
-    here = this_platform()
-    return {**{key: here[key] for key in ("vendor", "cpu", "cpu_id", "isa")}, "date": datetime.date.today().isoformat()}
+    return {**this_cpu(), "date": datetime.date.today().isoformat()}
 
 
 def same_check(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

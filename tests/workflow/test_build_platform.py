@@ -18,6 +18,7 @@ from workflow.build_platform import (
     record_platform,
     recorded_platforms,
     this_platform,
+    unpinned_environment,
 )
 
 INTEL = {"machine": "x86_64", "vendor": "GenuineIntel", "cpu": "Intel(R) Xeon(R) Processor",
@@ -43,6 +44,7 @@ def test_the_pins_are_read_from_their_file():
                                 "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
                                 "OPENBLAS_CORETYPE": "Haswell"}
     assert pinned_environment({"MKL_CBWR": "AUTO", "HOME": "/h"}) == {**numerical_pins(), "HOME": "/h"}
+    assert unpinned_environment({"MKL_CBWR": "AUTO", "HOME": "/h"}) == {"HOME": "/h"}
 
 
 def test_a_malformed_pins_line_is_named(tmp_path):
